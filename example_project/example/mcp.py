@@ -1,0 +1,280 @@
+"""The example server: the conformance suite's "everything server" contract, plus echo and progress."""
+import asyncio
+import base64
+import io
+import json
+import wave
+from typing import Annotated
+
+from pydantic import Field
+
+from mcp_transport import Audio, Context, EmbeddedResource, Image, PromptMessage, ToolResult, mcp
+
+PNG_1X1 = base64.b64decode(
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
+)
+
+
+def _wav() -> bytes:
+    buffer = io.BytesIO()
+    with wave.open(buffer, "wb") as out:
+        out.setnchannels(1)
+        out.setsampwidth(2)
+        out.setframerate(8000)
+        out.writeframes(b"\x00\x00" * 80)
+    return buffer.getvalue()
+
+
+WAV = _wav()
+
+
+# The bench tools
+
+@mcp.tool
+async def echo(message: str) -> str:
+    """Return the message unchanged."""
+    return message
+
+
+@mcp.tool
+async def progress(ctx: Context, count: int = 10, delay: float = 0.01) -> str:
+    """Send `count` progress notifications `delay` seconds apart, then return "done <count>"."""
+    for i in range(1, count + 1):
+        if delay:
+            await asyncio.sleep(delay)
+        await ctx.report_progress(i, count, f"step {i}")
+    return f"done {count}"
+
+
+# The conformance contract
+
+@mcp.tool
+def test_simple_text() -> str:
+    """Return a simple text response."""
+    return "This is a simple text response for testing."
+
+
+@mcp.tool
+def test_image_content():
+    """Return a 1x1 PNG image."""
+    return [Image(PNG_1X1, "image/png")]
+
+
+@mcp.tool
+def test_audio_content():
+    """Return a short silent WAV clip."""
+    return [Audio(WAV, "audio/wav")]
+
+
+@mcp.tool
+def test_embedded_resource():
+    """Return an embedded text resource."""
+    return [EmbeddedResource("test://embedded-resource", text="This is an embedded resource content.",
+                             mime_type="text/plain")]
+
+
+@mcp.tool
+def test_multiple_content_types():
+    """Return text, an image and an embedded JSON resource together."""
+    return [
+        "Multiple content types test:",
+        Image(PNG_1X1, "image/png"),
+        EmbeddedResource("test://mixed-content-resource", text=json.dumps({"test": "data", "value": 123}),
+                         mime_type="application/json"),
+    ]
+
+
+@mcp.tool
+async def test_tool_with_logging(ctx: Context) -> str:
+    """Send three log messages while running."""
+    await ctx.info("Tool execution started")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool processing data")
+    await asyncio.sleep(0.05)
+    await ctx.info("Tool execution completed")
+    return "Tool with logging executed successfully"
+
+
+@mcp.tool
+async def test_tool_with_progress(ctx: Context) -> str:
+    """Report progress 0, 50 and 100 of 100."""
+    for value in (0, 50, 100):
+        await ctx.report_progress(value, 100, f"Completed step {value} of 100")
+        if value < 100:
+            await asyncio.sleep(0.05)
+    return "Tool with progress executed successfully"
+
+
+@mcp.tool
+def test_error_handling():
+    """Return a tool error result (not a protocol error)."""
+    return ToolResult(["This tool intentionally returns an error for testing"], is_error=True)
+
+
+@mcp.tool
+async def test_sampling(ctx: Context, prompt: str) -> str:
+    """Ask the client's model to answer the prompt."""
+    result = await ctx.sample(prompt, max_tokens=100)
+    text = (result.get("content") or {}).get("text", "")
+    return f"LLM response: {text}"
+
+
+@mcp.tool
+async def test_elicitation(ctx: Context, message: str) -> str:
+    """Ask the user for a username and an email."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "username": {"type": "string", "description": "User's response"},
+            "email": {"type": "string", "description": "User's email address"},
+        },
+        "required": ["username", "email"],
+    }
+    result = await ctx.elicit(message, schema)
+    return f"User response: action={result.get('action')}, content={json.dumps(result.get('content'))}"
+
+
+@mcp.tool
+async def test_elicitation_sep1034_defaults(ctx: Context) -> str:
+    """Elicit with default values for every primitive type (SEP-1034)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "description": "User name", "default": "John Doe"},
+            "age": {"type": "integer", "description": "User age", "default": 30},
+            "score": {"type": "number", "description": "User score", "default": 95.5},
+            "status": {"type": "string", "description": "User status", "enum": ["active", "inactive", "pending"],
+                       "default": "active"},
+            "verified": {"type": "boolean", "description": "Verification status", "default": True},
+        },
+        "required": [],
+    }
+    result = await ctx.elicit("Please review and update the form fields with defaults", schema)
+    return f"Elicitation completed: action={result.get('action')}, content={json.dumps(result.get('content'))}"
+
+
+@mcp.tool
+async def test_elicitation_sep1330_enums(ctx: Context) -> str:
+    """Elicit with every enum shape (SEP-1330)."""
+    schema = {
+        "type": "object",
+        "properties": {
+            "untitledSingle": {"type": "string", "description": "Choose an option",
+                               "enum": ["option1", "option2", "option3"]},
+            "titledSingle": {"type": "string", "description": "Choose a titled option", "oneOf": [
+                {"const": "value1", "title": "First Option"},
+                {"const": "value2", "title": "Second Option"},
+                {"const": "value3", "title": "Third Option"},
+            ]},
+            "legacyEnum": {"type": "string", "description": "Choose a legacy option",
+                           "enum": ["opt1", "opt2", "opt3"],
+                           "enumNames": ["Option One", "Option Two", "Option Three"]},
+            "untitledMulti": {"type": "array", "description": "Choose multiple options",
+                              "items": {"type": "string", "enum": ["option1", "option2", "option3"]}},
+            "titledMulti": {"type": "array", "description": "Choose multiple titled options", "items": {
+                "anyOf": [
+                    {"const": "value1", "title": "First Choice"},
+                    {"const": "value2", "title": "Second Choice"},
+                    {"const": "value3", "title": "Third Choice"},
+                ]}},
+        },
+        "required": [],
+    }
+    result = await ctx.elicit("Please select options from the enum fields", schema)
+    return f"Elicitation completed: action={result.get('action')}, content={json.dumps(result.get('content'))}"
+
+
+JSON_SCHEMA_2020_12 = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "type": "object",
+    "$defs": {
+        "address": {
+            "type": "object",
+            "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
+        }
+    },
+    "properties": {
+        "name": {"type": "string"},
+        "address": {"$ref": "#/$defs/address"},
+    },
+    "additionalProperties": False,
+}
+
+
+@mcp.tool(input_schema=JSON_SCHEMA_2020_12)
+def json_schema_2020_12_tool(name: str | None = None, address: dict | None = None) -> str:
+    """A tool whose input schema uses JSON Schema 2020-12 features."""
+    return f"Received: {json.dumps({'name': name, 'address': address})}"
+
+
+@mcp.tool
+async def test_reconnection(ctx: Context) -> str:
+    """Close this call's SSE connection mid-call (SEP-1699); the result arrives on the resumed stream."""
+    await ctx.close_sse_stream(retry_ms=200)
+    await asyncio.sleep(0.5)
+    return "Reconnection test completed successfully"
+
+
+# Resources
+
+@mcp.resource("test://static-text", name="Static Text Resource", mime_type="text/plain",
+              description="A static text resource for testing")
+def static_text() -> str:
+    return "This is the content of the static text resource."
+
+
+@mcp.resource("test://static-binary", name="Static Binary Resource", mime_type="image/png",
+              description="A static binary resource (PNG) for testing")
+def static_binary() -> bytes:
+    return PNG_1X1
+
+
+@mcp.resource("test://template/{id}/data", name="Resource Template", mime_type="application/json",
+              description="A resource template with a parameter")
+def template_data(id: str) -> dict:
+    return {"id": id, "templateTest": True, "data": f"Data for ID: {id}"}
+
+
+@mcp.resource("test://watched-resource", name="Watched Resource", mime_type="text/plain",
+              description="A resource that can be subscribed to")
+def watched() -> str:
+    return "Watched resource content"
+
+
+# Prompts
+
+@mcp.prompt
+def test_simple_prompt() -> str:
+    """A simple prompt without arguments."""
+    return "This is a simple prompt for testing."
+
+
+def _complete_arg(value: str, context: dict):
+    return [v for v in ("paris", "park", "party") if v.startswith(value)]
+
+
+@mcp.prompt(completions={"arg1": _complete_arg, "arg2": _complete_arg})
+def test_prompt_with_arguments(
+    arg1: Annotated[str, Field(description="First test argument")],
+    arg2: Annotated[str, Field(description="Second test argument")],
+) -> str:
+    """A prompt with required arguments."""
+    return f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+
+
+@mcp.prompt
+def test_prompt_with_embedded_resource(
+    resourceUri: Annotated[str, Field(description="URI of the resource to embed")],
+):
+    """A prompt that embeds a resource."""
+    return [
+        PromptMessage("user", EmbeddedResource(resourceUri, text="Embedded resource content for testing.",
+                                               mime_type="text/plain")),
+        "Please process the embedded resource above.",
+    ]
+
+
+@mcp.prompt
+def test_prompt_with_image():
+    """A prompt that includes an image."""
+    return [PromptMessage("user", Image(PNG_1X1, "image/png")), "Please analyze the image above."]

@@ -1,0 +1,24 @@
+"""django-mcp-transport: serve MCP over Streamable HTTP (2025-11-25, SEP-1699) from Django.
+
+    from mcp_transport import mcp, Context
+
+    @mcp.tool
+    async def echo(message: str) -> str:
+        return message
+"""
+from .protocol.content import (
+    Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text, ToolError, ToolResult,
+)
+from .protocol.context import Context, SyncContext
+from .protocol.jsonrpc import JSONRPCError
+from .protocol.server import MCPServer, get_server
+
+__version__ = "0.1.0"
+
+mcp = MCPServer("default")
+"""The default server, served at /mcp by `mcp_transport.routing.mcp_application`."""
+
+__all__ = [
+    "mcp", "MCPServer", "get_server", "Context", "SyncContext", "JSONRPCError", "ToolError", "ToolResult",
+    "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "PromptMessage",
+]

@@ -1,0 +1,68 @@
+"""System checks on MCP_TRANSPORT. Ids are stable; the README lists them."""
+from numbers import Real
+
+from django.core import checks
+
+from . import policies
+from .conf import DEFAULTS, SETTING_NAME, get_config
+
+
+def _positive_number(value, allow_none=False):
+    if value is None:
+        return allow_none
+    return isinstance(value, Real) and not isinstance(value, bool) and value > 0
+
+
+@checks.register("mcp_transport")
+def check_settings(app_configs=None, **kwargs):
+    from django.conf import settings
+
+    errors = []
+    user = getattr(settings, SETTING_NAME, {})
+    if not isinstance(user, dict):
+        return [checks.Error(f"{SETTING_NAME} must be a dict.", id="mcp_transport.E001")]
+    config = get_config()
+    for key in sorted(set(user) - set(DEFAULTS)):
+        errors.append(checks.Warning(f"{SETTING_NAME}[{key!r}] is not a known setting.", id="mcp_transport.W001"))
+
+    try:
+        policies.resolve_retry(config["RETRY_MS"])
+        if isinstance(config["RETRY_MS"], int) and config["RETRY_MS"] < 0:
+            raise ValueError("negative")
+    except Exception as exc:
+        errors.append(checks.Error(
+            f"RETRY_MS must be a non-negative int or a dotted path to a RetryPolicy ({exc}).",
+            id="mcp_transport.E002"))
+    try:
+        policies.resolve_disconnect(config["DISCONNECT_POLICY"])
+    except Exception as exc:
+        errors.append(checks.Error(
+            "DISCONNECT_POLICY must be never, after_priming, after_seconds, idle or a dotted path "
+            f"to a DisconnectPolicy ({exc}).", id="mcp_transport.E003"))
+    for key, eid in (("DISCONNECT_AFTER_SECONDS", "E004"), ("KEEPALIVE_SECONDS", "E005"),
+                     ("SESSION_IDLE_TIMEOUT", "E006"), ("EVENT_RETENTION_SECONDS", "E007"),
+                     ("MAX_REQUEST_BYTES", "E008")):
+        if not _positive_number(config[key]):
+            errors.append(checks.Error(f"{key} must be a positive number.", id=f"mcp_transport.{eid}"))
+    if not _positive_number(config["CLIENT_REQUEST_TIMEOUT"], allow_none=True):
+        errors.append(checks.Error("CLIENT_REQUEST_TIMEOUT must be a positive number or None.",
+                                   id="mcp_transport.E009"))
+    origins = config["ALLOWED_ORIGINS"]
+    if not isinstance(origins, (list, tuple)) or not all(isinstance(o, str) for o in origins):
+        errors.append(checks.Error("ALLOWED_ORIGINS must be a list of strings.", id="mcp_transport.E010"))
+    elif "*" in origins:
+        errors.append(checks.Warning("ALLOWED_ORIGINS contains '*': any web page may call this server.",
+                                     id="mcp_transport.W002"))
+    if not isinstance(config["JSON_RESPONSE"], bool):
+        errors.append(checks.Error("JSON_RESPONSE must be a bool.", id="mcp_transport.E011"))
+    if (isinstance(config["KEEPALIVE_SECONDS"], Real) and isinstance(config["SESSION_IDLE_TIMEOUT"], Real)
+            and config["KEEPALIVE_SECONDS"] >= config["SESSION_IDLE_TIMEOUT"]):
+        errors.append(checks.Warning("KEEPALIVE_SECONDS should be well below SESSION_IDLE_TIMEOUT.",
+                                     id="mcp_transport.W003"))
+    apps = list(settings.INSTALLED_APPS)
+    if "daphne" in apps and "django.contrib.staticfiles" in apps and (
+        apps.index("daphne") > apps.index("django.contrib.staticfiles")
+    ):
+        errors.append(checks.Warning("Put 'daphne' before django.contrib.staticfiles in INSTALLED_APPS so that "
+                                     "runserver serves MCP with daphne.", id="mcp_transport.W004"))
+    return errors

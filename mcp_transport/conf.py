@@ -1,0 +1,58 @@
+"""The `MCP_TRANSPORT` setting, merged over defaults and re-read on `setting_changed`."""
+from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+SETTING_NAME = "MCP_TRANSPORT"
+
+DEFAULTS = {
+    # SSE `retry` field (ms), or a dotted path to a RetryPolicy class.
+    "RETRY_MS": 1000,
+    # "never" | "after_priming" | "after_seconds" | "idle" | dotted path to a DisconnectPolicy.
+    "DISCONNECT_POLICY": "never",
+    "DISCONNECT_AFTER_SECONDS": 30.0,
+    "KEEPALIVE_SECONDS": 15.0,
+    # Origins allowed besides same-origin and no Origin at all; "*" allows any.
+    "ALLOWED_ORIGINS": [],
+    "JSON_RESPONSE": False,
+    "SESSION_IDLE_TIMEOUT": 24 * 3600,
+    "EVENT_RETENTION_SECONDS": 3600,
+    "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
+    # How long a server-to-client request (sampling, elicitation, roots) may wait, None = forever.
+    "CLIENT_REQUEST_TIMEOUT": None,
+    # Instructions returned by initialize for servers that set none themselves.
+    "INSTRUCTIONS": None,
+}
+
+_cache = None
+
+
+def get_config():
+    global _cache
+    if _cache is None:
+        user = getattr(settings, SETTING_NAME, None) or {}
+        _cache = {**DEFAULTS, **user}
+    return _cache
+
+
+class _Settings:
+    """Attribute access to the merged dict: `mcp_settings.RETRY_MS`."""
+
+    def __getattr__(self, name):
+        try:
+            return get_config()[name]
+        except KeyError:
+            raise AttributeError(f"Unknown MCP_TRANSPORT setting: {name}") from None
+
+
+mcp_settings = _Settings()
+
+
+@receiver(setting_changed)
+def _reload(*, setting, **kwargs):
+    global _cache
+    if setting == SETTING_NAME:
+        _cache = None
+        from . import policies
+
+        policies.clear_cache()

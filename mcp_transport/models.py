@@ -1,0 +1,150 @@
+"""Sessions, streams and events: the database is the source of truth for every SSE event."""
+from datetime import timedelta
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+from .conf import mcp_settings
+
+
+class SessionQuerySet(models.QuerySet):
+    def _idle_cutoff(self):
+        return timezone.now() - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
+
+    def active(self):
+        return self.filter(terminated_at__isnull=True, last_seen_at__gte=self._idle_cutoff())
+
+    def expired(self):
+        return self.filter(terminated_at__isnull=True, last_seen_at__lt=self._idle_cutoff())
+
+    def terminated(self):
+        return self.filter(terminated_at__isnull=False)
+
+
+class Session(models.Model):
+    """One MCP session (`Mcp-Session-Id`), created by `initialize`."""
+
+    id = models.CharField(max_length=64, primary_key=True)
+    server = models.CharField(max_length=100, default="default")
+    protocol_version = models.CharField(max_length=20)
+    client_name = models.CharField(max_length=200, blank=True)
+    client_version = models.CharField(max_length=100, blank=True)
+    client_capabilities = models.JSONField(default=dict, blank=True)
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    log_level = models.CharField(max_length=16, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
+    terminated_at = models.DateTimeField(null=True, blank=True)
+
+    objects = SessionQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.id
+
+    @property
+    def state(self):
+        if self.terminated_at:
+            return "terminated"
+        idle = timezone.now() - self.last_seen_at
+        if idle > timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT):
+            return "expired"
+        return "active"
+
+
+class StreamQuerySet(models.QuerySet):
+    def open(self):
+        return self.filter(status=Stream.Status.OPEN)
+
+    def resumable(self):
+        cutoff = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+        return self.filter(session__terminated_at__isnull=True).filter(
+            models.Q(status=Stream.Status.OPEN) | models.Q(finished_at__gte=cutoff)
+        )
+
+    def expired(self):
+        cutoff = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+        return self.filter(finished_at__lt=cutoff)
+
+
+class Stream(models.Model):
+    """An SSE stream: one per JSON-RPC request answered with SSE, plus the session's GET stream."""
+
+    class Kind(models.TextChoices):
+        REQUEST = "request"
+        STANDALONE = "standalone"
+
+    class Status(models.TextChoices):
+        OPEN = "open"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    id = models.BigAutoField(primary_key=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="streams")
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
+    method = models.CharField(max_length=100, blank=True)
+    tool_name = models.CharField(max_length=200, blank=True)
+    request_id = models.CharField(max_length=200, blank=True, help_text="JSON-encoded JSON-RPC id")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
+    last_seq = models.PositiveIntegerField(default=0)
+    reconnects = models.PositiveIntegerField(default=0)
+    worker = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    objects = StreamQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-id"]
+        indexes = [models.Index(fields=["session", "kind"], name="mcp_stream_session_kind")]
+
+    def __str__(self):
+        return f"{self.kind} stream {self.id}"
+
+    @property
+    def finished(self):
+        return self.status != self.Status.OPEN
+
+
+class Event(models.Model):
+    """One SSE event, stored before it is sent. Its SSE id is `<stream id>-<seq>`."""
+
+    class Kind(models.TextChoices):
+        PRIMING = "priming"
+        MESSAGE = "message"
+        FINAL = "final"
+
+    id = models.BigAutoField(primary_key=True)
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MESSAGE)
+    payload = models.TextField(blank=True, help_text="The JSON-RPC message exactly as sent")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        ordering = ["stream", "seq"]
+        constraints = [models.UniqueConstraint(fields=["stream", "seq"], name="mcp_event_stream_seq")]
+
+    def __str__(self):
+        return self.event_id
+
+    @property
+    def event_id(self):
+        return f"{self.stream_id}-{self.seq}"
+
+
+class Subscription(models.Model):
+    """A `resources/subscribe` of a session; updates go to its standalone GET stream."""
+
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="subscriptions")
+    uri = models.CharField(max_length=2000)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["session", "uri"], name="mcp_subscription_unique")]
+        indexes = [models.Index(fields=["uri"], name="mcp_subscription_uri")]

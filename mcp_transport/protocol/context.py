@@ -1,0 +1,151 @@
+"""What a tool, resource or prompt function sees of its request: declare a `ctx: Context` parameter."""
+from __future__ import annotations
+
+import inspect
+from typing import Any, Protocol
+
+from asgiref.sync import async_to_sync
+
+from . import jsonrpc
+
+LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+
+
+class Outbox(Protocol):
+    """Where a request's messages go; the transport provides it (durable streams, or nothing)."""
+
+    async def send(self, message: dict) -> None: ...
+
+    async def request(self, method: str, params: dict | None, timeout: float | None) -> dict: ...
+
+    async def close_connection(self, retry_ms: int | None) -> None: ...
+
+    async def notify_session(self, message: dict) -> None: ...
+
+
+class ClientCapabilityError(jsonrpc.JSONRPCError):
+    def __init__(self, capability: str):
+        super().__init__(jsonrpc.INVALID_REQUEST, f"The client did not declare the '{capability}' capability")
+
+
+class Context:
+    """Progress, logging, requests to the client and connection control for one request."""
+
+    def __init__(self, *, server, session, request_id, params: dict | None, outbox: Outbox, user=None, scope=None):
+        self.server = server
+        self.session = session
+        self.request_id = request_id
+        self.params = params or {}
+        self.outbox = outbox
+        self.user = user
+        self.scope = scope
+
+    @property
+    def meta(self) -> dict:
+        meta = self.params.get("_meta")
+        return meta if isinstance(meta, dict) else {}
+
+    @property
+    def progress_token(self):
+        return self.meta.get("progressToken")
+
+    @property
+    def client_capabilities(self) -> dict:
+        return getattr(self.session, "client_capabilities", None) or {}
+
+    async def report_progress(self, progress: float, total: float | None = None, message: str | None = None):
+        """Send `notifications/progress` if the client asked for progress (a no-op otherwise)."""
+        token = self.progress_token
+        if token is None:
+            return
+        params = {"progressToken": token, "progress": progress}
+        if total is not None:
+            params["total"] = total
+        if message is not None:
+            params["message"] = message
+        await self.send_notification("notifications/progress", params)
+
+    async def log(self, level: str, data: Any, logger: str | None = None):
+        """Send `notifications/message` unless the session's `logging/setLevel` filters it out."""
+        if level not in LOG_LEVELS:
+            raise ValueError(f"Unknown log level {level!r}")
+        threshold = getattr(self.session, "log_level", "") or "debug"
+        if LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+            return
+        params = {"level": level, "data": data}
+        if logger:
+            params["logger"] = logger
+        await self.send_notification("notifications/message", params)
+
+    async def debug(self, data, logger=None):
+        await self.log("debug", data, logger)
+
+    async def info(self, data, logger=None):
+        await self.log("info", data, logger)
+
+    async def warning(self, data, logger=None):
+        await self.log("warning", data, logger)
+
+    async def error(self, data, logger=None):
+        await self.log("error", data, logger)
+
+    async def send_notification(self, method: str, params: dict | None = None):
+        await self.outbox.send(jsonrpc.notification(method, params))
+
+    async def send_request(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:
+        """Ask the client something on this request's stream and wait for its answer."""
+        return await self.outbox.request(method, params, timeout)
+
+    def _require(self, capability: str):
+        if capability not in self.client_capabilities:
+            raise ClientCapabilityError(capability)
+
+    async def elicit(self, message: str, requested_schema: dict | type, timeout: float | None = None) -> dict:
+        """`elicitation/create`; returns `{"action": ..., "content": ...}`."""
+        self._require("elicitation")
+        if isinstance(requested_schema, type):
+            requested_schema = requested_schema.model_json_schema()
+        params = {"message": message, "requestedSchema": requested_schema}
+        if self.session is not None and self.session.protocol_version >= "2025-11-25":
+            params["mode"] = "form"
+        return await self.send_request("elicitation/create", params, timeout)
+
+    async def sample(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
+                     timeout: float | None = None, **params) -> dict:
+        """`sampling/createMessage`; a plain string is sent as one user text message."""
+        self._require("sampling")
+        if isinstance(messages, str):
+            messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        params = {"messages": messages, "maxTokens": max_tokens, **params}
+        if system_prompt is not None:
+            params["systemPrompt"] = system_prompt
+        return await self.send_request("sampling/createMessage", params, timeout)
+
+    async def list_roots(self, timeout: float | None = None) -> list[dict]:
+        self._require("roots")
+        result = await self.send_request("roots/list", None, timeout)
+        return result.get("roots", [])
+
+    async def close_sse_stream(self, retry_ms: int | None = None):
+        """End this request's SSE *connection* (not the stream): the client resumes after `retry`."""
+        await self.outbox.close_connection(retry_ms)
+
+    async def notify_resource_updated(self, uri: str):
+        await self.outbox.notify_session(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
+
+    async def notify_list_changed(self, what: str):
+        """`what` is "tools", "resources" or "prompts"; sent on the session's GET stream."""
+        await self.outbox.notify_session(jsonrpc.notification(f"notifications/{what}/list_changed"))
+
+
+class SyncContext:
+    """The same context for sync functions (they run in a thread): every method blocks."""
+
+    def __init__(self, ctx: Context):
+        self._ctx = ctx
+
+    def __getattr__(self, name):
+        value = getattr(self._ctx, name)
+        if inspect.iscoroutinefunction(value):
+            return async_to_sync(value)
+        return value

@@ -1,0 +1,198 @@
+"""Method -> handler: initialize and version negotiation, capabilities, the MCP methods."""
+from __future__ import annotations
+
+from . import jsonrpc
+from .content import prompt_messages, resource_contents
+from .context import LOG_LEVELS, Context
+from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
+from .registry import ArgumentsError, call_tool
+
+SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
+LATEST_VERSION = SUPPORTED_VERSIONS[0]
+# A request without MCP-Protocol-Version comes from a 2025-03-26 client.
+DEFAULT_HEADER_VERSION = "2025-03-26"
+# Methods whose handlers may talk to the client before answering get an SSE stream;
+# the others are answered with one JSON body (a choice the spec leaves to the server).
+STREAMING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+COMPLETION_LIMIT = 100
+
+
+def _store():
+    """Imported late: this module is loaded with the package, before the app registry is ready."""
+    from ..streams import store
+
+    return store
+
+
+def negotiate(requested) -> str:
+    return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
+
+
+def _require_str(params: dict, key: str) -> str:
+    value = params.get(key)
+    if not isinstance(value, str) or not value:
+        raise InvalidParams(f"Invalid params: '{key}' must be a non-empty string")
+    return value
+
+
+def _no_cursor(params: dict):
+    if params.get("cursor") is not None:
+        raise InvalidParams("Invalid params: unknown cursor")
+
+
+class Dispatcher:
+    def __init__(self, server):
+        self.server = server
+        self.handlers = {
+            "ping": self.ping,
+            "tools/list": self.tools_list,
+            "tools/call": self.tools_call,
+            "resources/list": self.resources_list,
+            "resources/templates/list": self.resource_templates_list,
+            "resources/read": self.resources_read,
+            "resources/subscribe": self.resources_subscribe,
+            "resources/unsubscribe": self.resources_unsubscribe,
+            "prompts/list": self.prompts_list,
+            "prompts/get": self.prompts_get,
+            "completion/complete": self.completion_complete,
+            "logging/setLevel": self.logging_set_level,
+        }
+
+    def capabilities(self) -> dict:
+        caps = {"logging": {}, "completions": {}, "tools": {"listChanged": True}}
+        if self.server.resources:
+            caps["resources"] = {"subscribe": True, "listChanged": True}
+        if self.server.prompts:
+            caps["prompts"] = {"listChanged": True}
+        return caps
+
+    def initialize(self, params: dict) -> tuple[dict, str]:
+        """Validate `initialize` params; return the result and the negotiated version."""
+        requested = params.get("protocolVersion")
+        if not isinstance(requested, str):
+            raise InvalidParams("Invalid params: 'protocolVersion' must be a string")
+        for key in ("capabilities", "clientInfo"):
+            if key in params and not isinstance(params[key], dict):
+                raise InvalidParams(f"Invalid params: '{key}' must be an object")
+        version = negotiate(requested)
+        result = {
+            "protocolVersion": version,
+            "capabilities": self.capabilities(),
+            "serverInfo": self.server.info(),
+        }
+        if self.server.instructions:
+            result["instructions"] = self.server.instructions
+        return result, version
+
+    def streams(self, method: str) -> bool:
+        return method in STREAMING_METHODS
+
+    async def handle(self, method: str, params: dict, ctx: Context) -> dict:
+        handler = self.handlers.get(method)
+        if handler is None:
+            raise MethodNotFound(method)
+        return await handler(params, ctx)
+
+    async def ping(self, params, ctx):
+        return {}
+
+    async def tools_list(self, params, ctx):
+        _no_cursor(params)
+        return {"tools": [t.definition() for t in self.server.tools.values()]}
+
+    async def tools_call(self, params, ctx):
+        name = _require_str(params, "name")
+        tool = self.server.tools.get(name)
+        if tool is None:
+            raise InvalidParams(f"Unknown tool: {name}")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidParams("Invalid params: 'arguments' must be an object")
+        return await call_tool(tool, arguments, ctx)
+
+    async def resources_list(self, params, ctx):
+        _no_cursor(params)
+        return {"resources": [r.definition() for r in self.server.resources.values() if not r.is_template]}
+
+    async def resource_templates_list(self, params, ctx):
+        _no_cursor(params)
+        return {"resourceTemplates": [r.definition() for r in self.server.resources.values() if r.is_template]}
+
+    async def resources_read(self, params, ctx):
+        uri = _require_str(params, "uri")
+        resource, args = self.server.find_resource(uri)
+        if resource is None:
+            raise JSONRPCError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
+        kwargs = resource.signature.bind(args)
+        value = await resource.signature.call(resource.fn, kwargs, ctx)
+        return {"contents": resource_contents(uri, value, resource.mime_type)}
+
+    async def resources_subscribe(self, params, ctx):
+        await _store().asubscribe(ctx.session.id, _require_str(params, "uri"))
+        return {}
+
+    async def resources_unsubscribe(self, params, ctx):
+        await _store().aunsubscribe(ctx.session.id, _require_str(params, "uri"))
+        return {}
+
+    async def prompts_list(self, params, ctx):
+        _no_cursor(params)
+        return {"prompts": [p.definition() for p in self.server.prompts.values()]}
+
+    async def prompts_get(self, params, ctx):
+        name = _require_str(params, "name")
+        prompt = self.server.prompts.get(name)
+        if prompt is None:
+            raise InvalidParams(f"Unknown prompt: {name}")
+        arguments = params.get("arguments")
+        if arguments is not None and not isinstance(arguments, dict):
+            raise InvalidParams("Invalid params: 'arguments' must be an object")
+        kwargs = prompt.signature.bind(arguments)
+        value = await prompt.signature.call(prompt.fn, kwargs, ctx)
+        result = {"messages": prompt_messages(value)}
+        if prompt.description:
+            result["description"] = prompt.description
+        return result
+
+    async def completion_complete(self, params, ctx):
+        ref, argument = params.get("ref"), params.get("argument")
+        if not isinstance(ref, dict) or not isinstance(argument, dict):
+            raise InvalidParams("Invalid params: 'ref' and 'argument' must be objects")
+        arg_name, value = argument.get("name"), argument.get("value", "")
+        if not isinstance(arg_name, str) or not isinstance(value, str):
+            raise InvalidParams("Invalid params: argument 'name' and 'value' must be strings")
+        if ref.get("type") == "ref/prompt":
+            target = self.server.prompts.get(ref.get("name"))
+            missing = f"Unknown prompt: {ref.get('name')}"
+        elif ref.get("type") == "ref/resource":
+            target = self.server.resources.get(ref.get("uri"))
+            missing = f"Unknown resource template: {ref.get('uri')}"
+        else:
+            raise InvalidParams("Invalid params: ref.type must be ref/prompt or ref/resource")
+        if target is None:
+            raise InvalidParams(missing)
+        context_args = (params.get("context") or {}).get("arguments") or {}
+        completer = target.completions.get(arg_name)
+        values = []
+        if completer is not None:
+            values = list(await _maybe_await(completer(value, context_args)))
+        completion = {"values": [str(v) for v in values[:COMPLETION_LIMIT]], "total": len(values),
+                      "hasMore": len(values) > COMPLETION_LIMIT}
+        return {"completion": completion}
+
+    async def logging_set_level(self, params, ctx):
+        level = params.get("level")
+        if level not in LOG_LEVELS:
+            raise InvalidParams(f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
+        await _store().aset_log_level(ctx.session.id, level)
+        ctx.session.log_level = level
+        return {}
+
+
+async def _maybe_await(value):
+    if hasattr(value, "__await__"):
+        return await value
+    return value
+
+
+__all__ = ["Dispatcher", "negotiate", "SUPPORTED_VERSIONS", "LATEST_VERSION", "ArgumentsError"]

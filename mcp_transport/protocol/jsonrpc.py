@@ -1,0 +1,154 @@
+"""JSON-RPC 2.0 messages as MCP uses them: parse, validate, build, serialize."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+METHOD_NOT_FOUND = -32601
+INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
+# MCP-specific.
+RESOURCE_NOT_FOUND = -32002
+URL_ELICITATION_REQUIRED = -32042
+# Our own server-defined range (-32000..-32099).
+REQUEST_CANCELLED = -32800
+REQUEST_FAILED = -32001
+
+
+class JSONRPCError(Exception):
+    """Raised by handlers: becomes a JSON-RPC error response."""
+
+    def __init__(self, code: int, message: str, data: Any = None):
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.data = data
+
+    def to_dict(self):
+        error = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ParseError(JSONRPCError):
+    def __init__(self, message="Parse error", data=None):
+        super().__init__(PARSE_ERROR, message, data)
+
+
+class InvalidRequest(JSONRPCError):
+    def __init__(self, message="Invalid Request", data=None):
+        super().__init__(INVALID_REQUEST, message, data)
+
+
+class MethodNotFound(JSONRPCError):
+    def __init__(self, method: str):
+        super().__init__(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+class InvalidParams(JSONRPCError):
+    def __init__(self, message="Invalid params", data=None):
+        super().__init__(INVALID_PARAMS, message, data)
+
+
+@dataclass
+class Message:
+    """A validated incoming message. `kind` is request, notification or response."""
+
+    kind: str
+    raw: dict
+    id: Any = None
+    method: str | None = None
+    params: dict | None = None
+
+    @property
+    def is_request(self):
+        return self.kind == "request"
+
+    @property
+    def meta(self) -> dict:
+        meta = (self.params or {}).get("_meta")
+        return meta if isinstance(meta, dict) else {}
+
+
+def _valid_id(value) -> bool:
+    return (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
+
+
+def parse(body: bytes) -> Message:
+    """Bytes -> Message, raising ParseError / InvalidRequest with a precise message."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ParseError("Parse error: body is not valid UTF-8") from None
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ParseError(f"Parse error: {exc}") from None
+    return validate(data)
+
+
+def validate(data) -> Message:
+    if isinstance(data, list):
+        raise InvalidRequest("Invalid Request: batch requests are not supported")
+    if not isinstance(data, dict):
+        raise InvalidRequest("Invalid Request: a JSON-RPC message must be an object")
+    if data.get("jsonrpc") != "2.0":
+        raise InvalidRequest('Invalid Request: "jsonrpc" must be "2.0"')
+    if "method" in data:
+        method = data["method"]
+        if not isinstance(method, str) or not method:
+            raise InvalidRequest('Invalid Request: "method" must be a non-empty string')
+        params = data.get("params")
+        if params is not None and not isinstance(params, dict):
+            raise InvalidRequest('Invalid Request: "params" must be an object')
+        if "id" in data:
+            if not _valid_id(data["id"]):
+                raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
+            return Message("request", data, data["id"], method, params)
+        return Message("notification", data, None, method, params)
+    if "result" in data or "error" in data:
+        if "result" in data and "error" in data:
+            raise InvalidRequest("Invalid Request: a response has either result or error")
+        if not _valid_id(data.get("id")) and not ("error" in data and data.get("id") is None):
+            raise InvalidRequest('Invalid Request: "id" must be a string or an integer')
+        if "error" in data and not isinstance(data["error"], dict):
+            raise InvalidRequest('Invalid Request: "error" must be an object')
+        return Message("response", data, data.get("id"))
+    raise InvalidRequest('Invalid Request: neither "method" nor "result"/"error"')
+
+
+def dumps(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+def result(id, result) -> dict:
+    return {"jsonrpc": "2.0", "id": id, "result": result}
+
+
+def error(id, code: int, message: str, data=None) -> dict:
+    err = {"code": code, "message": message}
+    if data is not None:
+        err["data"] = data
+    return {"jsonrpc": "2.0", "id": id, "error": err}
+
+
+def error_from(id, exc: JSONRPCError) -> dict:
+    return {"jsonrpc": "2.0", "id": id, "error": exc.to_dict()}
+
+
+def notification(method: str, params: dict | None = None) -> dict:
+    msg = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg
+
+
+def request(id, method: str, params: dict | None = None) -> dict:
+    msg = {"jsonrpc": "2.0", "id": id, "method": method}
+    if params is not None:
+        msg["params"] = params
+    return msg

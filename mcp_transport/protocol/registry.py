@@ -1,0 +1,279 @@
+"""Tools, resources and prompts declared with decorators; schemas and validation by pydantic."""
+from __future__ import annotations
+
+import inspect
+import logging
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from . import content
+from .context import Context, SyncContext
+from .jsonrpc import InvalidParams, JSONRPCError
+
+logger = logging.getLogger("mcp_transport")
+
+
+@dataclass
+class Signature:
+    """A function's parameters as a pydantic model, minus the context parameter."""
+
+    model: type[BaseModel]
+    context_param: str | None
+    is_async: bool
+
+    @classmethod
+    def of(cls, fn: Callable, name: str) -> "Signature":
+        hints = typing.get_type_hints(fn, include_extras=True)
+        fields: dict[str, Any] = {}
+        context_param = None
+        for param in inspect.signature(fn).parameters.values():
+            annotation = hints.get(param.name, Any)
+            if inspect.isclass(annotation) and issubclass(annotation, (Context, SyncContext)):
+                context_param = param.name
+                continue
+            if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
+                continue
+            default = ... if param.default is inspect.Parameter.empty else param.default
+            fields[param.name] = (annotation, default)
+        model = create_model(
+            f"{_camel(name)}Arguments",
+            __config__=ConfigDict(arbitrary_types_allowed=True, extra="ignore"),
+            **fields,
+        )
+        return cls(model, context_param, inspect.iscoroutinefunction(fn))
+
+    def schema(self) -> dict:
+        schema = self.model.model_json_schema()
+        schema.pop("title", None)
+        schema.setdefault("properties", {})
+        return schema
+
+    def bind(self, arguments: dict | None) -> dict:
+        try:
+            parsed = self.model.model_validate(arguments or {})
+        except ValidationError as exc:
+            raise ArgumentsError(exc) from None
+        return {name: getattr(parsed, name) for name in self.model.model_fields}
+
+    async def call(self, fn: Callable, kwargs: dict, ctx: Context | None):
+        if self.is_async:
+            if self.context_param:
+                kwargs[self.context_param] = ctx
+            return await fn(**kwargs)
+        if self.context_param:
+            kwargs[self.context_param] = SyncContext(ctx)
+        return await sync_to_async(_call_with_db, thread_sensitive=False)(fn, kwargs)
+
+
+def _call_with_db(fn, kwargs):
+    """Sync functions run in a worker thread; give them the ORM like a Django request would."""
+    from django.db import close_old_connections
+
+    close_old_connections()
+    try:
+        return fn(**kwargs)
+    finally:
+        close_old_connections()
+
+
+class ArgumentsError(InvalidParams):
+    def __init__(self, exc: ValidationError):
+        errors = [
+            {"loc": list(e["loc"]), "msg": e["msg"], "type": e["type"]} for e in exc.errors(include_url=False)
+        ]
+        summary = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in errors)
+        super().__init__(f"Invalid arguments: {summary}", {"errors": errors})
+
+
+def _camel(name: str) -> str:
+    return "".join(part.capitalize() for part in re.split(r"[^0-9a-zA-Z]+", name) if part) or "Fn"
+
+
+def _description(fn, given):
+    return given if given is not None else (inspect.getdoc(fn) or "")
+
+
+@dataclass
+class Tool:
+    name: str
+    fn: Callable
+    signature: Signature
+    description: str = ""
+    title: str | None = None
+    input_schema: dict | None = None
+    output_schema: dict | None = None
+    annotations: dict | None = None
+    disconnect_policy: Any = None
+    retry_ms: Any = None
+    meta: dict | None = None
+
+    def definition(self) -> dict:
+        item = {
+            "name": self.name,
+            "description": self.description,
+            "inputSchema": self.input_schema or self.signature.schema(),
+        }
+        if self.title:
+            item["title"] = self.title
+        if self.output_schema:
+            item["outputSchema"] = self.output_schema
+        if self.annotations:
+            item["annotations"] = self.annotations
+        if self.meta:
+            item["_meta"] = self.meta
+        return item
+
+
+@dataclass
+class Resource:
+    uri: str
+    fn: Callable
+    signature: Signature
+    name: str
+    description: str = ""
+    title: str | None = None
+    mime_type: str | None = None
+    completions: dict = field(default_factory=dict)
+    pattern: re.Pattern | None = None
+
+    @property
+    def is_template(self):
+        return self.pattern is not None
+
+    def definition(self) -> dict:
+        key = "uriTemplate" if self.is_template else "uri"
+        item = {key: self.uri, "name": self.name}
+        for attr, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+            if value:
+                item[attr] = value
+        return item
+
+    def match(self, uri: str) -> dict | None:
+        if not self.is_template:
+            return {} if uri == self.uri else None
+        m = self.pattern.fullmatch(uri)
+        return m.groupdict() if m else None
+
+
+@dataclass
+class Prompt:
+    name: str
+    fn: Callable
+    signature: Signature
+    description: str = ""
+    title: str | None = None
+    completions: dict = field(default_factory=dict)
+
+    def definition(self) -> dict:
+        arguments = []
+        for name, f in self.signature.model.model_fields.items():
+            arg = {"name": name, "required": f.is_required()}
+            if f.description:
+                arg["description"] = f.description
+            arguments.append(arg)
+        item = {"name": self.name, "description": self.description, "arguments": arguments}
+        if self.title:
+            item["title"] = self.title
+        return item
+
+
+def _template_pattern(uri: str) -> re.Pattern | None:
+    """RFC 6570 level-1 templates (`{var}`) -> a regex with named groups."""
+    if "{" not in uri:
+        return None
+    parts, pos = [], 0
+    for m in re.finditer(r"\{([A-Za-z_][A-Za-z0-9_]*)\}", uri):
+        parts.append(re.escape(uri[pos : m.start()]))
+        parts.append(f"(?P<{m.group(1)}>[^/]+)")
+        pos = m.end()
+    parts.append(re.escape(uri[pos:]))
+    return re.compile("".join(parts))
+
+
+class Registry:
+    """What one server offers. Decorators accept a bare function or keyword options."""
+
+    def __init__(self):
+        self.tools: dict[str, Tool] = {}
+        self.resources: dict[str, Resource] = {}
+        self.prompts: dict[str, Prompt] = {}
+
+    def tool(self, fn=None, *, name=None, description=None, title=None, input_schema=None,
+             output_schema=None, annotations=None, disconnect_policy=None, retry_ms=None, meta=None):
+        """Declare a tool. `disconnect_policy` and `retry_ms` override the settings for its streams."""
+
+        def register(fn):
+            tool_name = name or fn.__name__
+            sig = Signature.of(fn, tool_name)
+            out = output_schema
+            ret = typing.get_type_hints(fn).get("return")
+            if out is None and inspect.isclass(ret) and issubclass(ret, BaseModel):
+                out = ret.model_json_schema()
+            self.tools[tool_name] = Tool(
+                tool_name, fn, sig, _description(fn, description), title, input_schema, out,
+                annotations, disconnect_policy, retry_ms, meta,
+            )
+            return fn
+
+        return register(fn) if fn is not None else register
+
+    def resource(self, uri: str, *, name=None, description=None, title=None, mime_type=None, completions=None):
+        """Declare a resource; a URI with `{var}` placeholders declares a template."""
+
+        def register(fn):
+            self.resources[uri] = Resource(
+                uri, fn, Signature.of(fn, name or fn.__name__), name or fn.__name__,
+                _description(fn, description), title, mime_type, completions or {}, _template_pattern(uri),
+            )
+            return fn
+
+        return register
+
+    def prompt(self, fn=None, *, name=None, description=None, title=None, completions=None):
+        def register(fn):
+            prompt_name = name or fn.__name__
+            self.prompts[prompt_name] = Prompt(
+                prompt_name, fn, Signature.of(fn, prompt_name), _description(fn, description), title,
+                completions or {},
+            )
+            return fn
+
+        return register(fn) if fn is not None else register
+
+    def find_resource(self, uri: str) -> tuple[Resource, dict] | tuple[None, None]:
+        exact = self.resources.get(uri)
+        if exact is not None and not exact.is_template:
+            return exact, {}
+        for resource in self.resources.values():
+            if resource.is_template:
+                args = resource.match(uri)
+                if args is not None:
+                    return resource, args
+        return None, None
+
+
+async def call_tool(tool: Tool, arguments: dict | None, ctx: Context) -> dict:
+    """Run a tool. Bad arguments and ToolError become `isError` results the model can read."""
+    try:
+        kwargs = tool.signature.bind(arguments)
+    except ArgumentsError as exc:
+        return {"content": [{"type": "text", "text": exc.message}], "isError": True}
+    try:
+        value = await tool.signature.call(tool.fn, kwargs, ctx)
+    except content.ToolError as exc:
+        return {"content": [{"type": "text", "text": str(exc)}], "isError": True}
+    except Exception as exc:
+        if isinstance(exc, JSONRPCError):
+            raise
+        logger.exception("Tool %s failed", tool.name)
+        text = f"Error executing tool {tool.name}"
+        if settings.DEBUG:
+            text += f": {type(exc).__name__}: {exc}"
+        return {"content": [{"type": "text", "text": text}], "isError": True}
+    return content.tool_result(value)

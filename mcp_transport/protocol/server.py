@@ -1,0 +1,58 @@
+"""MCPServer: a named registry plus its dispatcher, mountable at a path like an AdminSite."""
+from __future__ import annotations
+
+from django.core.exceptions import ImproperlyConfigured
+
+from ..conf import mcp_settings
+from .dispatch import Dispatcher
+from .registry import Registry
+
+servers: dict[str, "MCPServer"] = {}
+
+
+class MCPServer(Registry):
+    def __init__(self, name: str = "default", *, version: str = "0.1.0", title: str | None = None,
+                 instructions: str | None = None):
+        super().__init__()
+        if name in servers:
+            raise ImproperlyConfigured(f"An MCP server named {name!r} already exists")
+        self.name = name
+        self.version = version
+        self.title = title
+        self._instructions = instructions
+        self.dispatcher = Dispatcher(self)
+        servers[name] = self
+
+    def __repr__(self):
+        return f"<MCPServer {self.name!r}>"
+
+    @property
+    def instructions(self):
+        return self._instructions if self._instructions is not None else mcp_settings.INSTRUCTIONS
+
+    def info(self) -> dict:
+        info = {"name": self.name, "version": self.version}
+        if self.title:
+            info["title"] = self.title
+        return info
+
+    async def notify_resource_updated(self, uri: str):
+        """Tell every session subscribed to `uri` (on its GET stream) that it changed."""
+        from ..streams import runner
+
+        await runner.notify_subscribers(self.name, uri)
+
+    async def notify_list_changed(self, what: str):
+        """`what`: tools, resources or prompts. Goes to every active session of this server."""
+        from ..streams import runner
+
+        await runner.broadcast(self.name, f"notifications/{what}/list_changed")
+
+
+def get_server(name_or_server) -> MCPServer:
+    if isinstance(name_or_server, MCPServer):
+        return name_or_server
+    try:
+        return servers[name_or_server]
+    except KeyError:
+        raise ImproperlyConfigured(f"No MCP server named {name_or_server!r}") from None

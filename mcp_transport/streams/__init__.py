@@ -1,0 +1,1 @@
+"""Durable streams: the event store, wake-ups between connections, in-flight requests."""

@@ -1,0 +1,75 @@
+"""Wake-ups for connections holding a stream.
+
+The database has every event; a wake-up only says "stream X has new events" (and, in
+process, carries them so the connection need not read them back). A connection that
+misses a wake-up still finds the events in the table on its next read.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+
+from .store import StoredEvent
+
+
+class Listener:
+    """One SSE connection's inbox for one stream."""
+
+    def __init__(self, stream_id: int):
+        self.stream_id = stream_id
+        self.events: list[StoredEvent] = []
+        self.close_retry_ms: int | None = None
+        self.closing = False
+        self.ended = False
+        self.replaced = False
+        self.wake = asyncio.Event()
+
+    def take(self) -> list[StoredEvent]:
+        events, self.events = self.events, []
+        self.wake.clear()
+        return events
+
+
+_listeners: dict[int, set[Listener]] = defaultdict(set)
+
+
+def listen(stream_id: int) -> Listener:
+    listener = Listener(stream_id)
+    _listeners[stream_id].add(listener)
+    return listener
+
+
+def unlisten(listener: Listener):
+    group = _listeners.get(listener.stream_id)
+    if group is not None:
+        group.discard(listener)
+        if not group:
+            del _listeners[listener.stream_id]
+
+
+def listeners(stream_id: int) -> set[Listener]:
+    return _listeners.get(stream_id, set())
+
+
+def publish(stream_id: int, events: list[StoredEvent]):
+    for listener in _listeners.get(stream_id, ()):
+        listener.events.extend(events)
+        listener.wake.set()
+
+
+def end(stream_id: int):
+    """The stream finished without a final event on it (cancelled, terminated)."""
+    for listener in _listeners.get(stream_id, ()):
+        listener.ended = True
+        listener.wake.set()
+
+
+def close_connections(stream_id: int, retry_ms: int | None, *, keep: Listener | None = None, replaced=False):
+    """Ask the connections on a stream to close (sending `retry` first); the stream goes on."""
+    for listener in list(_listeners.get(stream_id, ())):
+        if listener is keep:
+            continue
+        listener.closing = True
+        listener.replaced = replaced
+        listener.close_retry_ms = retry_ms
+        listener.wake.set()

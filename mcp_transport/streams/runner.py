@@ -1,0 +1,212 @@
+"""Requests in flight in this process: their tasks, their outboxes, and the client's answers.
+
+A request runs as its own task, apart from any connection: a disconnect ends the
+connection, the task keeps going and its events keep being stored. Only
+`notifications/cancelled` (or the session's end) cancels it.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import secrets
+from dataclasses import dataclass, field
+
+from django.conf import settings
+
+from ..conf import mcp_settings
+from ..models import Stream
+from ..protocol import jsonrpc
+from ..protocol.context import Context
+from ..protocol.jsonrpc import JSONRPCError
+from . import bus, store
+
+logger = logging.getLogger("mcp_transport")
+
+
+def request_key(request_id) -> str:
+    """JSON-RPC ids 1 and "1" are different requests."""
+    return json.dumps(request_id)
+
+
+@dataclass
+class InFlight:
+    task: asyncio.Task | None = None
+    stream_id: int | None = None
+    cancelled_by_client: bool = False
+    pending: set = field(default_factory=set)
+
+
+_inflight: dict[tuple[str, str], InFlight] = {}
+_pending: dict[tuple[str, str], asyncio.Future] = {}
+_standalone: dict[str, int] = {}
+
+
+async def send_to_session(session_id: str, message: dict):
+    """Store a server-initiated message on the session's standalone GET stream and wake its reader."""
+    stream_id = _standalone.get(session_id)
+    if stream_id is None:
+        stream_id, _, _ = await store.astandalone_stream(session_id)
+        _standalone[session_id] = stream_id
+    events = await store.aappend(stream_id, [jsonrpc.dumps(message)])
+    bus.publish(stream_id, events)
+
+
+class StreamOutbox:
+    """Messages of one request, stored on its stream before anyone sends them."""
+
+    def __init__(self, session, stream_id: int | None):
+        self.session = session
+        self.stream_id = stream_id
+
+    async def send(self, message: dict):
+        if self.stream_id is None:
+            return
+        events = await store.aappend(self.stream_id, [jsonrpc.dumps(message)])
+        bus.publish(self.stream_id, events)
+
+    async def request(self, method, params, timeout):
+        if self.stream_id is None:
+            raise JSONRPCError(
+                jsonrpc.INTERNAL_ERROR, "Cannot send requests to the client without an SSE stream (JSON_RESPONSE)"
+            )
+        request_id = f"srv-{secrets.token_hex(8)}"
+        key = (self.session.id, request_key(request_id))
+        future = asyncio.get_running_loop().create_future()
+        _pending[key] = future
+        try:
+            await self.send(jsonrpc.request(request_id, method, params))
+            timeout = timeout if timeout is not None else mcp_settings.CLIENT_REQUEST_TIMEOUT
+            response = await asyncio.wait_for(future, timeout)
+        except asyncio.TimeoutError:
+            raise JSONRPCError(jsonrpc.REQUEST_FAILED, f"The client did not answer {method} in time") from None
+        finally:
+            _pending.pop(key, None)
+        if "error" in response:
+            error = response["error"]
+            raise JSONRPCError(error.get("code", jsonrpc.INTERNAL_ERROR), error.get("message", ""), error.get("data"))
+        return response.get("result") or {}
+
+    async def close_connection(self, retry_ms):
+        if self.stream_id is not None:
+            bus.close_connections(self.stream_id, retry_ms)
+
+    async def notify_session(self, message: dict):
+        await send_to_session(self.session.id, message)
+
+
+def make_context(server, session, message, stream_id, scope=None) -> Context:
+    user = getattr(session, "user", None) if session is not None and session.user_id else None
+    return Context(
+        server=server, session=session, request_id=message.id, params=message.params,
+        outbox=StreamOutbox(session, stream_id), user=user, scope=scope,
+    )
+
+
+async def _answer(server, session, message, stream_id, scope) -> tuple[dict, str]:
+    ctx = make_context(server, session, message, stream_id, scope)
+    try:
+        result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
+        return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
+    except JSONRPCError as exc:
+        return jsonrpc.error_from(message.id, exc), Stream.Status.COMPLETED
+    except Exception as exc:
+        logger.exception("Request %s %r failed", message.method, message.id)
+        text = "Internal error" + (f": {type(exc).__name__}: {exc}" if settings.DEBUG else "")
+        return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text), Stream.Status.FAILED
+
+
+async def _run_on_stream(server, session, message, stream_id, scope, inflight: InFlight):
+    try:
+        payload, status = await _answer(server, session, message, stream_id, scope)
+    except asyncio.CancelledError:
+        if inflight.cancelled_by_client:
+            await store.afinish(stream_id, Stream.Status.CANCELLED)
+            bus.end(stream_id)
+            return
+        raise
+    events = await store.aappend(stream_id, [jsonrpc.dumps(payload)], finish=status)
+    if events:
+        bus.publish(stream_id, events)
+    else:
+        bus.end(stream_id)
+
+
+def start_on_stream(server, session, message, stream_id, scope=None) -> asyncio.Task:
+    """Run a request in its own task; its response becomes the stream's final event."""
+    key = (session.id, request_key(message.id))
+    inflight = InFlight(stream_id=stream_id)
+    task = asyncio.get_running_loop().create_task(
+        _run_on_stream(server, session, message, stream_id, scope, inflight)
+    )
+    inflight.task = task
+    _inflight[key] = inflight
+    task.add_done_callback(lambda t: _inflight.pop(key, None) if _inflight.get(key) is inflight else None)
+    return task
+
+
+async def answer_now(server, session, message, scope=None) -> dict | None:
+    """Run a request to completion for a JSON answer; None if the client cancelled it."""
+    key = (session.id, request_key(message.id)) if session is not None else None
+    inflight = InFlight()
+    task = asyncio.ensure_future(_answer(server, session, message, None, scope))
+    inflight.task = task
+    if key:
+        _inflight[key] = inflight
+    try:
+        payload, _ = await task
+        return payload
+    except asyncio.CancelledError:
+        if inflight.cancelled_by_client:
+            return None
+        raise
+    finally:
+        if key and _inflight.get(key) is inflight:
+            del _inflight[key]
+
+
+def cancel(session_id: str, request_id, reason: str | None = None) -> bool:
+    inflight = _inflight.get((session_id, request_key(request_id)))
+    if inflight is None or inflight.task is None or inflight.task.done():
+        return False
+    logger.info("Request %r of session %s cancelled by the client: %s", request_id, session_id, reason or "-")
+    inflight.cancelled_by_client = True
+    inflight.task.cancel()
+    return True
+
+
+def cancel_session(session_id: str):
+    """The session ended: cancel its requests and wake its connections so they close."""
+    for (sid, _), inflight in list(_inflight.items()):
+        if sid == session_id and inflight.task is not None:
+            inflight.cancelled_by_client = True
+            inflight.task.cancel()
+            if inflight.stream_id is not None:
+                bus.end(inflight.stream_id)
+    for (sid, _), future in list(_pending.items()):
+        if sid == session_id and not future.done():
+            future.cancel()
+    standalone = _standalone.pop(session_id, None)
+    if standalone is not None:
+        bus.end(standalone)
+
+
+def resolve(session_id: str, response: dict) -> bool:
+    """The client answered one of our requests: hand it to the waiting task."""
+    future = _pending.get((session_id, request_key(response.get("id"))))
+    if future is None or future.done():
+        return False
+    future.set_result(response)
+    return True
+
+
+async def notify_subscribers(server_name: str, uri: str):
+    message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+    for session_id in await store.asubscribed_sessions(server_name, uri):
+        await send_to_session(session_id, message)
+
+
+async def broadcast(server_name: str, method: str):
+    message = jsonrpc.notification(method)
+    for session_id in await store.aactive_session_ids(server_name):
+        await send_to_session(session_id, message)

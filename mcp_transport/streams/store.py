@@ -1,0 +1,224 @@
+"""The only writer of sessions, streams and events. Sync functions, each with an async twin (`a...`).
+
+Event sequence numbers come from `Stream.last_seq`, bumped in the same transaction as the
+insert: the row lock (PostgreSQL) or the database lock (SQLite) orders concurrent writers,
+so sequence order is commit order and a reader never sees seq N+1 before seq N.
+"""
+from __future__ import annotations
+
+import os
+import socket
+from datetime import timedelta
+from typing import NamedTuple
+
+from channels.db import database_sync_to_async
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from ..models import Event, Session, Stream, Subscription
+
+WORKER = f"{socket.gethostname()}:{os.getpid()}"
+TOUCH_EVERY = timedelta(seconds=30)
+
+
+class StoredEvent(NamedTuple):
+    stream_id: int
+    seq: int
+    kind: str
+    payload: str
+
+    @property
+    def event_id(self) -> str:
+        return format_event_id(self.stream_id, self.seq)
+
+
+def format_event_id(stream_id: int, seq: int) -> str:
+    return f"{stream_id}-{seq}"
+
+
+def parse_event_id(value: str) -> tuple[int, int] | None:
+    """`<stream>-<seq>` -> (stream, seq); anything else -> None."""
+    stream, sep, seq = value.partition("-")
+    if not sep or not stream.isdigit() or not seq.isdigit() or len(value) > 40:
+        return None
+    return int(stream), int(seq)
+
+
+def _active_sessions():
+    cutoff = timezone.now() - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
+    return Session.objects.filter(terminated_at__isnull=True, last_seen_at__gte=cutoff)
+
+
+def create_session(session_id, server, protocol_version, client_info, capabilities, user_id=None) -> Session:
+    client_info = client_info or {}
+    return Session.objects.create(
+        id=session_id,
+        server=server,
+        protocol_version=protocol_version,
+        client_name=str(client_info.get("name", ""))[:200],
+        client_version=str(client_info.get("version", ""))[:100],
+        client_capabilities=capabilities or {},
+        user_id=user_id,
+    )
+
+
+def get_session(session_id: str, server: str) -> Session | None:
+    """The live session with that id on that server, or None (unknown, expired, terminated)."""
+    session = _active_sessions().filter(pk=session_id, server=server).first()
+    if session is not None:
+        now = timezone.now()
+        if now - session.last_seen_at > TOUCH_EVERY:
+            Session.objects.filter(pk=session_id).update(last_seen_at=now)
+            session.last_seen_at = now
+    return session
+
+
+def terminate_session(session_id: str, server: str) -> bool:
+    now = timezone.now()
+    with transaction.atomic():
+        found = _active_sessions().filter(pk=session_id, server=server).update(terminated_at=now)
+        if found:
+            Stream.objects.filter(session_id=session_id, status=Stream.Status.OPEN).update(
+                status=Stream.Status.CANCELLED, finished_at=now
+            )
+    return bool(found)
+
+
+def set_log_level(session_id: str, level: str):
+    Session.objects.filter(pk=session_id).update(log_level=level)
+
+
+def subscribe(session_id: str, uri: str):
+    Subscription.objects.get_or_create(session_id=session_id, uri=uri)
+
+
+def unsubscribe(session_id: str, uri: str):
+    Subscription.objects.filter(session_id=session_id, uri=uri).delete()
+
+
+def subscribed_sessions(server: str, uri: str) -> list[str]:
+    return list(
+        _active_sessions().filter(server=server, subscriptions__uri=uri).values_list("id", flat=True)
+    )
+
+
+def active_session_ids(server: str) -> list[str]:
+    return list(_active_sessions().filter(server=server).values_list("id", flat=True))
+
+
+def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False) -> tuple[int, StoredEvent | None]:
+    """A new request stream, with its priming event (seq 0) when the session gets one."""
+    with transaction.atomic():
+        stream = Stream.objects.create(
+            session_id=session_id, kind=Stream.Kind.REQUEST, method=method, request_id=request_id,
+            tool_name=tool_name[:200], worker=WORKER,
+        )
+        if not prime:
+            return stream.id, None
+        Event.objects.create(stream=stream, seq=0, kind=Event.Kind.PRIMING, payload="")
+    return stream.id, StoredEvent(stream.id, 0, Event.Kind.PRIMING, "")
+
+
+def standalone_stream(session_id: str) -> tuple[int, int, bool]:
+    """The session's GET stream (created with a priming event if missing) -> (id, last seq, created)."""
+    with transaction.atomic():
+        stream = Stream.objects.filter(session_id=session_id, kind=Stream.Kind.STANDALONE).first()
+        if stream is not None:
+            return stream.id, stream.last_seq, False
+        stream = Stream.objects.create(session_id=session_id, kind=Stream.Kind.STANDALONE, worker=WORKER)
+        Event.objects.create(stream=stream, seq=0, kind=Event.Kind.PRIMING, payload="")
+    return stream.id, 0, True
+
+
+def find_stream(session_id: str, stream_id: int) -> Stream | None:
+    return Stream.objects.filter(pk=stream_id, session_id=session_id).first()
+
+
+def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
+    table = Stream._meta.db_table
+    if connection.vendor in ("sqlite", "postgresql"):
+        sets, params = ["last_seq = last_seq + %s"], [count]
+        if finish:
+            sets += ["status = %s", "finished_at = %s"]
+            params += [finish, timezone.now()]
+        with connection.cursor() as cursor:
+            cursor.execute(
+                f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s AND status = %s RETURNING last_seq",
+                [*params, stream_id, Stream.Status.OPEN],
+            )
+            row = cursor.fetchone()
+        return row[0] if row else None
+    updates = {"last_seq": F("last_seq") + count}
+    if finish:
+        updates.update(status=finish, finished_at=timezone.now())
+    if not Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).update(**updates):
+        return None
+    return Stream.objects.filter(pk=stream_id).values_list("last_seq", flat=True).get()
+
+
+def append(stream_id: int, payloads: list[str], finish: str | None = None) -> list[StoredEvent]:
+    """Store messages at the end of an open stream; `finish` (a status) ends it with the last one.
+
+    Returns [] when the stream is no longer open (cancelled, session terminated).
+    """
+    with transaction.atomic():
+        last = _bump(stream_id, len(payloads), finish)
+        if last is None:
+            return []
+        first = last - len(payloads) + 1
+        kinds = [Event.Kind.MESSAGE] * len(payloads)
+        if finish:
+            kinds[-1] = Event.Kind.FINAL
+        events = [StoredEvent(stream_id, first + i, kinds[i], p) for i, p in enumerate(payloads)]
+        Event.objects.bulk_create(
+            [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload) for e in events]
+        )
+    return events
+
+
+def finish(stream_id: int, status: str) -> bool:
+    """End an open stream without a final message (cancelled, failed without a response)."""
+    return bool(
+        Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).update(status=status, finished_at=timezone.now())
+    )
+
+
+def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
+    """Every stored event after `seq`, in order, and the stream's status read with them."""
+    with transaction.atomic():
+        status = Stream.objects.filter(pk=stream_id).values_list("status", flat=True).first()
+        rows = Event.objects.filter(stream_id=stream_id, seq__gt=seq).order_by("seq").values_list("seq", "kind", "payload")
+    return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
+
+
+def count_reconnect(stream_id: int):
+    Stream.objects.filter(pk=stream_id).update(reconnects=F("reconnects") + 1, worker=WORKER)
+
+
+def prune() -> dict:
+    """Delete expired and terminated sessions, and finished streams past their retention."""
+    idle = timezone.now() - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
+    retention = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+    streams, _ = Stream.objects.filter(finished_at__lt=retention).delete()
+    sessions, _ = Session.objects.filter(last_seen_at__lt=idle).delete()
+    terminated, _ = Session.objects.filter(terminated_at__lt=retention).delete()
+    return {"streams": streams, "sessions": sessions + terminated}
+
+
+acreate_session = database_sync_to_async(create_session)
+aget_session = database_sync_to_async(get_session)
+aterminate_session = database_sync_to_async(terminate_session)
+aset_log_level = database_sync_to_async(set_log_level)
+asubscribe = database_sync_to_async(subscribe)
+aunsubscribe = database_sync_to_async(unsubscribe)
+asubscribed_sessions = database_sync_to_async(subscribed_sessions)
+aactive_session_ids = database_sync_to_async(active_session_ids)
+aopen_stream = database_sync_to_async(open_stream)
+astandalone_stream = database_sync_to_async(standalone_stream)
+afind_stream = database_sync_to_async(find_stream)
+aappend = database_sync_to_async(append)
+afinish = database_sync_to_async(finish)
+aevents_after = database_sync_to_async(events_after)
+acount_reconnect = database_sync_to_async(count_reconnect)

@@ -1,0 +1,1 @@
+"""Streamable HTTP on Channels: the consumer, SSE framing, request guards, routing."""

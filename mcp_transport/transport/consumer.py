@@ -1,0 +1,340 @@
+"""The Streamable HTTP endpoint: one Channels consumer answering POST, GET and DELETE.
+
+A request answered with SSE runs as its own task (streams.runner); this consumer only
+holds the connection: it writes the events the task stores, in order, until the
+response, or until the disconnect policy (or the tool) closes the connection early.
+The client then resumes with GET + Last-Event-ID, here or on any other worker.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import secrets
+import time
+
+from channels.consumer import AsyncConsumer, get_handler_name
+from channels.exceptions import StopConsumer
+from channels.utils import await_many_dispatch
+
+from .. import policies
+from ..conf import mcp_settings
+from ..models import Event, Stream
+from ..protocol import jsonrpc
+from ..protocol.server import get_server
+from ..streams import bus, runner, store
+from . import guards, sse
+from .guards import Rejected
+
+logger = logging.getLogger("mcp_transport")
+
+SESSION_HEADER = "mcp-session-id"
+SSE_HEADERS = [
+    (b"content-type", b"text/event-stream"),
+    (b"cache-control", b"no-cache"),
+    (b"x-accel-buffering", b"no"),
+]
+JSON_HEADERS = [(b"content-type", b"application/json")]
+ALLOW = "GET, POST, DELETE"
+PRIMING_VERSION = "2025-11-25"
+SESSION_NOT_FOUND = -32001
+
+
+class MCPConsumer(AsyncConsumer):
+    """Mount with `MCPConsumer.as_asgi(server="default")`, or use `mcp_transport.routing`."""
+
+    def __init__(self, server="default"):
+        self.server_ref = server
+        self.body: list[bytes] = []
+        self.received = 0
+        self.responded = False
+        self.pump: asyncio.Task | None = None
+
+    async def __call__(self, scope, receive, send):
+        # No per-connection channel: wake-ups go through streams.bus, once per process.
+        self.scope = scope
+        self.base_send = send
+        self.server = get_server(self.server_ref)
+        self.headers = guards.header_map(scope)
+        try:
+            await await_many_dispatch([receive], self.dispatch)
+        except StopConsumer:
+            pass
+        finally:
+            if self.pump is not None and not self.pump.done():
+                self.pump.cancel()
+
+    async def dispatch(self, message):
+        # Channels' dispatch hops to a thread to close stale DB connections before every
+        # message; every DB call here goes through database_sync_to_async, which does that.
+        handler = getattr(self, get_handler_name(message), None)
+        if handler is None:
+            raise ValueError(f"No handler for message type {message['type']}")
+        await handler(message)
+
+    # ASGI messages
+
+    async def http_request(self, message):
+        if self.responded:
+            return
+        try:
+            if not self.body:
+                guards.check_content_length(self.headers)
+            chunk = message.get("body", b"")
+            self.received += len(chunk)
+            if self.received > mcp_settings.MAX_REQUEST_BYTES:
+                raise Rejected(413, f"Payload Too Large: the limit is {mcp_settings.MAX_REQUEST_BYTES} bytes")
+            self.body.append(chunk)
+            if message.get("more_body"):
+                return
+            await self.handle(b"".join(self.body))
+        except Rejected as exc:
+            await self.reject(exc)
+        except Exception:
+            logger.exception("Unexpected error in the MCP endpoint")
+            if not self.responded:
+                await self.send_json(500, jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
+        if self.pump is None:
+            raise StopConsumer()
+
+    async def http_disconnect(self, message):
+        if self.pump is not None and not self.pump.done():
+            self.pump.cancel()
+            try:
+                await self.pump
+            except asyncio.CancelledError:
+                pass
+        raise StopConsumer()
+
+    # Responses
+
+    async def send_headers(self, status: int, headers: list):
+        self.responded = True
+        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def send_body(self, body: bytes, more_body=False):
+        await self.send({"type": "http.response.body", "body": body, "more_body": more_body})
+
+    async def send_json(self, status: int, payload: dict | None, headers=()):
+        body = jsonrpc.dumps(payload).encode("utf-8") if payload is not None else b""
+        all_headers = (JSON_HEADERS if payload is not None else []) + list(headers)
+        await self.send_headers(status, all_headers)
+        await self.send_body(body)
+
+    async def reject(self, exc: Rejected, request_id=None):
+        headers = [(k.encode(), v.encode()) for k, v in exc.headers]
+        await self.send_json(exc.status, jsonrpc.error(request_id, exc.code, exc.message), headers)
+
+    def session_headers(self, session_id: str):
+        return [(b"mcp-session-id", session_id.encode("ascii"))]
+
+    # Methods
+
+    async def handle(self, body: bytes):
+        method = self.scope.get("method", "GET").upper()
+        if method not in ("GET", "POST", "DELETE"):
+            raise Rejected(405, f"Method Not Allowed: use {ALLOW}", headers=[("allow", ALLOW)])
+        guards.check_host_and_origin(self.headers)
+        if method == "POST":
+            await self.post(body)
+        elif method == "GET":
+            await self.get()
+        else:
+            await self.delete()
+
+    async def load_session(self, request_id=None):
+        session_id = self.headers.get(SESSION_HEADER)
+        if not session_id:
+            raise Rejected(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
+        session = None
+        if len(session_id) <= 64 and session_id.isascii():
+            session = await store.aget_session(session_id, self.server.name)
+        if session is None:
+            raise Rejected(404, "Session not found", code=SESSION_NOT_FOUND)
+        return session
+
+    async def post(self, body: bytes):
+        json_only = mcp_settings.JSON_RESPONSE
+        guards.check_post_headers(self.headers, json_only)
+        try:
+            message = jsonrpc.parse(body)
+        except jsonrpc.JSONRPCError as exc:
+            await self.send_json(400, jsonrpc.error_from(None, exc))
+            return
+        try:
+            guards.check_protocol_version(self.headers)
+            if message.is_request and message.method == "initialize":
+                await self.initialize(message)
+                return
+            session = await self.load_session()
+        except Rejected as exc:
+            await self.reject(exc, message.id)
+            return
+        if message.kind == "response":
+            runner.resolve(session.id, message.raw)
+            await self.send_json(202, None, self.session_headers(session.id))
+            return
+        if message.kind == "notification":
+            self.notification(session, message)
+            await self.send_json(202, None, self.session_headers(session.id))
+            return
+        if json_only or not self.server.dispatcher.streams(message.method):
+            payload = await runner.answer_now(self.server, session, message, self.scope)
+            if payload is None:
+                payload = jsonrpc.error(message.id, jsonrpc.REQUEST_CANCELLED, "Request cancelled")
+            await self.send_json(200, payload, self.session_headers(session.id))
+            return
+        await self.open_request_stream(session, message)
+
+    async def initialize(self, message):
+        try:
+            result, version = self.server.dispatcher.initialize(message.params or {})
+        except jsonrpc.JSONRPCError as exc:
+            await self.send_json(400, jsonrpc.error_from(message.id, exc))
+            return
+        params = message.params or {}
+        user = self.scope.get("user")
+        session_id = secrets.token_hex(16)
+        await store.acreate_session(
+            session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
+            user.pk if getattr(user, "is_authenticated", False) else None,
+        )
+        await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
+
+    def notification(self, session, message):
+        if message.method == "notifications/cancelled":
+            params = message.params or {}
+            if "requestId" in params:
+                runner.cancel(session.id, params["requestId"], params.get("reason"))
+
+    async def open_request_stream(self, session, message):
+        params = message.params or {}
+        tool_name = params.get("name", "") if message.method == "tools/call" else ""
+        tool_name = tool_name if isinstance(tool_name, str) else ""
+        stream_id, priming = await store.aopen_stream(
+            session.id, method=message.method, request_id=runner.request_key(message.id),
+            tool_name=tool_name, prime=session.protocol_version >= PRIMING_VERSION,
+        )
+        listener = bus.listen(stream_id)
+        runner.start_on_stream(self.server, session, message, stream_id, self.scope)
+        conn = policies.Connection(stream_id, Stream.Kind.REQUEST, message.method, tool_name)
+        await self.start_stream(session, listener, conn, [priming] if priming else [], 0)
+
+    async def get(self):
+        guards.check_get_headers(self.headers)
+        guards.check_protocol_version(self.headers)
+        session = await self.load_session()
+        last_event_id = self.headers.get("last-event-id")
+        if last_event_id is not None:
+            await self.resume(session, last_event_id.strip())
+            return
+        stream_id, last_seq, _ = await store.astandalone_stream(session.id)
+        if bus.listeners(stream_id):
+            raise Rejected(409, "Conflict: this session already has a GET stream open")
+        listener = bus.listen(stream_id)
+        events, _ = await store.aevents_after(stream_id, last_seq)
+        conn = policies.Connection(stream_id, Stream.Kind.STANDALONE)
+        await self.start_stream(session, listener, conn, events, last_seq, reprime=store.format_event_id(stream_id, last_seq))
+
+    async def resume(self, session, last_event_id: str):
+        parsed = store.parse_event_id(last_event_id)
+        if parsed is None:
+            raise Rejected(400, "Bad Request: malformed Last-Event-ID")
+        stream_id, seq = parsed
+        stream = await store.afind_stream(session.id, stream_id)
+        if stream is None or seq > stream.last_seq:
+            raise Rejected(404, "Not Found: no such event in this session")
+        listener = bus.listen(stream_id)
+        bus.close_connections(stream_id, None, keep=listener, replaced=True)
+        events, status = await store.aevents_after(stream_id, seq)
+        await store.acount_reconnect(stream_id)
+        conn = policies.Connection(
+            stream_id, stream.kind, stream.method, stream.tool_name, reconnects=stream.reconnects + 1, resumed=True
+        )
+        ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
+        await self.start_stream(session, listener, conn, events, seq, reprime=last_event_id, ended=ended)
+
+    async def start_stream(self, session, listener, conn, events, last_seq, *, reprime=None, ended=False):
+        """Send the SSE headers and what is already there, then hand the connection to the pump."""
+        tool = self.server.tools.get(conn.tool) if conn.tool else None
+        disconnect = policies.default_disconnect()
+        retry = policies.default_retry()
+        if tool is not None and tool.disconnect_policy is not None:
+            disconnect = policies.resolve_disconnect(tool.disconnect_policy)
+        if tool is not None and tool.retry_ms is not None:
+            retry = policies.resolve_retry(tool.retry_ms)
+        polling = session.protocol_version >= PRIMING_VERSION
+        retry_ms = retry.retry_ms(conn)
+        first = b"".join(self.frame(e, retry_ms) for e in events)
+        if not first:
+            first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
+        last_seq = max([last_seq, *(e.seq for e in events)])
+        done = ended or any(e.kind == Event.Kind.FINAL for e in events)
+        await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
+        await self.send_body(first, more_body=not done)
+        if done:
+            bus.unlisten(listener)
+            return
+        conn.events_sent = len(events)
+        self.pump = asyncio.ensure_future(
+            self.run_pump(listener, conn, last_seq, disconnect if polling else policies.Never(), retry, retry_ms)
+        )
+
+    @staticmethod
+    def frame(event, retry_ms):
+        if event.kind == Event.Kind.PRIMING:
+            return sse.event(event.event_id, "", retry_ms)
+        return sse.event(event.event_id, event.payload)
+
+    async def run_pump(self, listener, conn, last_seq, disconnect, retry, retry_ms):
+        try:
+            await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("SSE connection on stream %s failed", conn.stream_id)
+            await self.send_body(b"", more_body=False)
+        finally:
+            bus.unlisten(listener)
+
+    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms):
+        keepalive = float(mcp_settings.KEEPALIVE_SECONDS)
+        while True:
+            if listener.closing:
+                await self.send_body(sse.retry(listener.close_retry_ms or retry_ms))
+                return
+            now = time.monotonic()
+            deadline = disconnect.deadline(conn)
+            if deadline is not None and now >= deadline:
+                await self.send_body(sse.retry(retry_ms))
+                return
+            timeout = keepalive if deadline is None else min(keepalive, deadline - now)
+            try:
+                await asyncio.wait_for(listener.wake.wait(), timeout)
+            except asyncio.TimeoutError:
+                if deadline is None or time.monotonic() < deadline:
+                    await self.send_body(sse.KEEPALIVE, more_body=True)
+                continue
+            events = listener.take()
+            ended = listener.ended
+            if ended or (events and events[0].seq > last_seq + 1):
+                events, status = await store.aevents_after(conn.stream_id, last_seq)
+                ended = ended or status != Stream.Status.OPEN
+            events = [e for e in events if e.seq > last_seq]
+            if events:
+                last_seq = events[-1].seq
+                conn.events_sent += len(events)
+                conn.last_event_at = time.monotonic()
+                final = any(e.kind == Event.Kind.FINAL for e in events)
+                await self.send_body(b"".join(self.frame(e, retry_ms) for e in events), more_body=not final)
+                if final:
+                    return
+            if ended:
+                await self.send_body(b"")
+                return
+
+    async def delete(self):
+        guards.check_protocol_version(self.headers)
+        session = await self.load_session()
+        await store.aterminate_session(session.id, self.server.name)
+        runner.cancel_session(session.id)
+        await self.send_json(200, None)
