@@ -278,3 +278,10 @@ def test_prompt_with_embedded_resource(
 def test_prompt_with_image():
     """A prompt that includes an image."""
     return [PromptMessage("user", Image(PNG_1X1, "image/png")), "Please analyze the image above."]
+
+
+@mcp.tool
+async def update_resource(ctx: Context, uri: str = "test://watched-resource") -> str:
+    """Announce that a resource changed: subscribed sessions get notifications/resources/updated on their GET stream."""
+    await ctx.server.notify_resource_updated(uri)
+    return f"updated {uri}"
