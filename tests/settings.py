@@ -1,12 +1,11 @@
-"""Settings for the test suite's in-process tests (pytest-django)."""
-from example_project.settings import *  # noqa: F401,F403
+"""Settings for the suite's in-process tests (pytest-django). A file database, so threads share it."""
+import os
+import tempfile
 
-DATABASES = {
-    "default": {
-        "ENGINE": "django.db.backends.sqlite3",
-        "NAME": ":memory:",
-        "TEST": {"NAME": ":memory:"},
-    }
-}
+from example_project.settings import *  # noqa: F401,F403
+from example_project.settings import DATABASES as _EXAMPLE_DATABASES
+
+_TEST_DB = os.path.join(tempfile.gettempdir(), f"mcp-transport-test-{os.getpid()}.sqlite3")
+DATABASES = {"default": {**_EXAMPLE_DATABASES["default"], "NAME": _TEST_DB, "TEST": {"NAME": _TEST_DB}}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 MCP_TRANSPORT = {}

@@ -1,0 +1,50 @@
+"""The consumer driven in-process through mcp_transport.testing (what users get for their own tests)."""
+import pytest
+from django.core.management import call_command
+
+from example_project.asgi import application
+from mcp_transport.models import Session
+from mcp_transport.testing import MCPCommunicator, parse_events
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def test_initialize_call_and_delete():
+    client = MCPCommunicator(application)
+    result = await client.initialize()
+    assert result["protocolVersion"] == "2025-11-25"
+    echo = await client.call_tool("echo", {"message": "hi"})
+    assert echo.status == 200 and echo.headers["content-type"] == "text/event-stream"
+    assert echo.events[0].data == "" and echo.events[0].retry == 1000
+    assert echo.result == {"content": [{"type": "text", "text": "hi"}]}
+    listed = await client.request("tools/list")
+    assert listed.headers["content-type"] == "application/json"
+    assert "echo" in {t["name"] for t in listed.result["tools"]}
+    assert (await client.delete()).status == 200
+    assert (await client.call_tool("echo", {"message": "again"})).status == 404
+
+
+async def test_resume_after_disconnect_replays_the_rest():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    first = await client.request("tools/call", {"name": "progress", "arguments": {"count": 5, "delay": 0.02},
+                                                "_meta": {"progressToken": 7}},
+                                 until=lambda e: e.data and '"progress":2' in e.data)
+    assert not first.complete
+    last_id = first.events[-1].id
+    rest = await client.resume(last_id)
+    assert rest.complete
+    progress = [m["params"]["progress"] for m in first.messages + rest.messages if m.get("method")]
+    assert progress == [1, 2, 3, 4, 5]
+    assert rest.result == {"content": [{"type": "text", "text": "done 5"}]}
+
+
+def test_parse_events_handles_multiline_and_comments():
+    events = parse_events(": ping\n\nid: 1-0\nretry: 5\ndata: \n\nid: 1-1\ndata: a\ndata: b\n\n")
+    assert [(e.id, e.data, e.retry) for e in events] == [("1-0", "", 5), ("1-1", "a\nb", None)]
+
+
+def test_prune_command(capsys):
+    Session.objects.create(id="x", protocol_version="2025-11-25")
+    call_command("mcp_prune")
+    assert "Pruned" in capsys.readouterr().out

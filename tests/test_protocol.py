@@ -1,0 +1,173 @@
+"""The protocol layer alone: JSON-RPC parsing, schemas from type hints, result conversion."""
+import json
+from typing import Annotated
+
+import pytest
+from pydantic import BaseModel, Field
+
+from mcp_transport import EmbeddedResource, Image, MCPServer, ToolError, ToolResult
+from mcp_transport.protocol import jsonrpc
+from mcp_transport.protocol.content import prompt_messages, resource_contents, tool_result
+from mcp_transport.protocol.context import Context
+from mcp_transport.protocol.dispatch import negotiate
+from mcp_transport.protocol.registry import call_tool
+
+
+@pytest.mark.parametrize("body,code", [
+    (b"{", jsonrpc.PARSE_ERROR),
+    (b"\xff\xfe", jsonrpc.PARSE_ERROR),
+    (b"[]", jsonrpc.INVALID_REQUEST),
+    (b'[{"jsonrpc":"2.0","id":1,"method":"ping"}]', jsonrpc.INVALID_REQUEST),
+    (b'"ping"', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"1.0","id":1,"method":"ping"}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":null,"method":"ping"}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":true,"method":"ping"}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":1.5,"method":"ping"}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":{},"method":"ping"}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":1,"method":7}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":1,"method":"ping","params":[1]}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":1}', jsonrpc.INVALID_REQUEST),
+    (b'{"jsonrpc":"2.0","id":1,"result":{},"error":{}}', jsonrpc.INVALID_REQUEST),
+])
+def test_bad_messages_are_rejected_with_the_right_code(body, code):
+    with pytest.raises(jsonrpc.JSONRPCError) as info:
+        jsonrpc.parse(body)
+    assert info.value.code == code
+
+
+def test_message_kinds():
+    assert jsonrpc.parse(b'{"jsonrpc":"2.0","id":"a","method":"ping"}').kind == "request"
+    assert jsonrpc.parse(b'{"jsonrpc":"2.0","method":"notifications/initialized"}').kind == "notification"
+    response = jsonrpc.parse(b'{"jsonrpc":"2.0","id":"srv-1","result":{"action":"accept"}}')
+    assert response.kind == "response" and response.id == "srv-1"
+
+
+def test_version_negotiation():
+    assert negotiate("2025-06-18") == "2025-06-18"
+    assert negotiate("2025-03-26") == "2025-03-26"
+    assert negotiate("2099-01-01") == "2025-11-25"
+
+
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+def make_server(name):
+    from mcp_transport.protocol.server import servers
+
+    servers.pop(name, None)
+    return MCPServer(name)
+
+
+def test_input_schema_comes_from_type_hints():
+    server = make_server("schema-test")
+
+    @server.tool
+    def add(a: int, b: Annotated[float, Field(description="second")] = 1.5, *, point: Point | None = None,
+            ctx: Context = None) -> int:
+        """Add numbers."""
+        return a + b
+
+    definition = server.tools["add"].definition()
+    schema = definition["inputSchema"]
+    assert definition["description"] == "Add numbers."
+    assert schema["type"] == "object" and schema["required"] == ["a"]
+    assert schema["properties"]["a"]["type"] == "integer"
+    assert schema["properties"]["b"]["description"] == "second"
+    assert "ctx" not in schema["properties"]
+    assert "$defs" in schema and "Point" in schema["$defs"]
+
+
+def test_explicit_input_schema_is_kept_verbatim():
+    server = make_server("verbatim-test")
+    given = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+             "properties": {}, "additionalProperties": False}
+
+    @server.tool(input_schema=given)
+    def f():
+        """F."""
+
+    assert server.tools["f"].definition()["inputSchema"] == given
+
+
+class _NoOutbox:
+    async def send(self, message):
+        pass
+
+
+def _ctx(server):
+    return Context(server=server, session=None, request_id=1, params={}, outbox=_NoOutbox())
+
+
+async def test_sync_and_async_tools_validate_arguments():
+    server = make_server("call-test")
+
+    @server.tool
+    def double(n: int) -> int:
+        """Double."""
+        return n * 2
+
+    @server.tool
+    async def shout(text: str) -> str:
+        """Shout."""
+        return text.upper()
+
+    assert (await call_tool(server.tools["double"], {"n": "21"}, _ctx(server)))["content"][0]["text"] == "42"
+    assert (await call_tool(server.tools["shout"], {"text": "hi"}, _ctx(server)))["content"][0]["text"] == "HI"
+    bad = await call_tool(server.tools["double"], {"n": "x"}, _ctx(server))
+    assert bad["isError"] is True and "n" in bad["content"][0]["text"]
+    missing = await call_tool(server.tools["double"], {}, _ctx(server))
+    assert missing["isError"] is True
+
+
+async def test_tool_errors_become_results_not_protocol_errors():
+    server = make_server("error-test")
+
+    @server.tool
+    def fails():
+        """Fail."""
+        raise ToolError("nope")
+
+    @server.tool
+    def crashes():
+        """Crash."""
+        raise RuntimeError("secret detail")
+
+    assert await call_tool(server.tools["fails"], {}, _ctx(server)) == {
+        "content": [{"type": "text", "text": "nope"}], "isError": True}
+    crashed = await call_tool(server.tools["crashes"], {}, _ctx(server))
+    assert crashed["isError"] is True
+
+
+def test_tool_result_conversion():
+    assert tool_result("hi") == {"content": [{"type": "text", "text": "hi"}]}
+    assert tool_result(None) == {"content": []}
+    assert tool_result(Point(x=1, y=2))["structuredContent"] == {"x": 1, "y": 2}
+    assert tool_result({"a": 1})["structuredContent"] == {"a": 1}
+    image = tool_result([Image(b"\x89PNG", "image/png")])["content"][0]
+    assert image == {"type": "image", "data": "iVBORw==", "mimeType": "image/png"}
+    assert tool_result(ToolResult(["x"], is_error=True)) == {"content": [{"type": "text", "text": "x"}],
+                                                             "isError": True}
+    embedded = tool_result([EmbeddedResource("test://r", text="t", mime_type="text/plain")])["content"][0]
+    assert embedded == {"type": "resource", "resource": {"uri": "test://r", "mimeType": "text/plain", "text": "t"}}
+
+
+def test_resource_and_prompt_conversion():
+    assert resource_contents("u://x", "text", None) == [{"uri": "u://x", "mimeType": "text/plain", "text": "text"}]
+    assert resource_contents("u://x", b"\x00", "image/png")[0]["blob"] == "AA=="
+    assert json.loads(resource_contents("u://x", {"k": 1}, None)[0]["text"]) == {"k": 1}
+    assert prompt_messages("hello") == [{"role": "user", "content": {"type": "text", "text": "hello"}}]
+
+
+def test_resource_templates_match_their_variables():
+    server = make_server("template-test")
+
+    @server.resource("test://items/{item_id}/data")
+    def item(item_id: str):
+        return item_id
+
+    resource, args = server.find_resource("test://items/42/data")
+    assert resource is server.resources["test://items/{item_id}/data"] and args == {"item_id": "42"}
+    assert server.find_resource("test://items/42/other") == (None, None)
+    assert resource.definition()["uriTemplate"] == "test://items/{item_id}/data"

@@ -1,0 +1,77 @@
+"""MCP_TRANSPORT: defaults, override_settings reloads, system checks with stable ids."""
+from django.core import checks
+from django.test import override_settings
+
+from mcp_transport import policies
+from mcp_transport.checks import check_settings
+from mcp_transport.conf import mcp_settings
+
+
+def ids(errors):
+    return sorted(e.id for e in errors)
+
+
+def test_defaults():
+    assert mcp_settings.RETRY_MS == 1000
+    assert mcp_settings.DISCONNECT_POLICY == "never"
+    assert mcp_settings.DISCONNECT_AFTER_SECONDS == 30.0
+    assert mcp_settings.KEEPALIVE_SECONDS == 15.0
+    assert mcp_settings.JSON_RESPONSE is False
+
+
+def test_override_settings_reloads_values_and_policies():
+    assert isinstance(policies.default_disconnect(), policies.Never)
+    with override_settings(MCP_TRANSPORT={"RETRY_MS": 250, "DISCONNECT_POLICY": "after_priming"}):
+        assert mcp_settings.RETRY_MS == 250
+        assert mcp_settings.KEEPALIVE_SECONDS == 15.0
+        assert isinstance(policies.default_disconnect(), policies.AfterPriming)
+        assert policies.default_retry().retry_ms(policies.Connection(1, "request")) == 250
+    assert mcp_settings.RETRY_MS == 1000
+    assert isinstance(policies.default_disconnect(), policies.Never)
+
+
+def test_valid_settings_pass_the_checks():
+    with override_settings(MCP_TRANSPORT={"RETRY_MS": "mcp_transport.policies.ExponentialRetry",
+                                          "DISCONNECT_POLICY": "mcp_transport.policies.Idle"}):
+        assert check_settings() == []
+
+
+def test_bad_settings_get_stable_ids():
+    bad = {
+        "RETRY_MS": "no.such.Policy",
+        "DISCONNECT_POLICY": "sometimes",
+        "DISCONNECT_AFTER_SECONDS": 0,
+        "KEEPALIVE_SECONDS": "x",
+        "SESSION_IDLE_TIMEOUT": -1,
+        "EVENT_RETENTION_SECONDS": None,
+        "MAX_REQUEST_BYTES": 0,
+        "CLIENT_REQUEST_TIMEOUT": -5,
+        "ALLOWED_ORIGINS": "https://a.example",
+        "JSON_RESPONSE": "yes",
+        "TYPO": 1,
+    }
+    with override_settings(MCP_TRANSPORT=bad):
+        assert ids(check_settings()) == [
+            "mcp_transport.E002", "mcp_transport.E003", "mcp_transport.E004", "mcp_transport.E005",
+            "mcp_transport.E006", "mcp_transport.E007", "mcp_transport.E008", "mcp_transport.E009",
+            "mcp_transport.E010", "mcp_transport.E011", "mcp_transport.W001",
+        ]
+    with override_settings(MCP_TRANSPORT=["not", "a", "dict"]):
+        assert ids(check_settings()) == ["mcp_transport.E001"]
+    with override_settings(MCP_TRANSPORT={"ALLOWED_ORIGINS": ["*"], "RETRY_MS": -1}):
+        assert ids(check_settings()) == ["mcp_transport.E002", "mcp_transport.W002"]
+
+
+def test_checks_are_registered():
+    assert check_settings in checks.registry.registry.get_checks()
+
+
+def test_policies():
+    conn = policies.Connection(1, "request", opened_at=100.0, last_event_at=105.0)
+    assert policies.Never().deadline(conn) is None
+    assert policies.AfterPriming().deadline(conn) == 100.0
+    assert policies.AfterSeconds(2).deadline(conn) == 102.0
+    assert policies.Idle(2).deadline(conn) == 107.0
+    backoff = policies.ExponentialRetry()
+    assert [backoff.retry_ms(policies.Connection(1, "request", reconnects=n)) for n in (0, 1, 2, 10)] == [
+        1000, 2000, 4000, 30000]

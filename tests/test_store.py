@@ -1,0 +1,109 @@
+"""The event store: ids, ordering under concurrent writers, replay, pruning."""
+import threading
+from datetime import timedelta
+
+import pytest
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_transport.models import Event, Session, Stream
+from mcp_transport.streams import store
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def new_session(sid="s1", version="2025-11-25"):
+    return store.create_session(sid, "default", version, {"name": "c", "version": "1"}, {})
+
+
+def test_event_ids_round_trip_and_reject_garbage():
+    assert store.parse_event_id(store.format_event_id(12, 5)) == (12, 5)
+    for garbage in ["", "12", "-5", "12-", "a-1", "1-b", "1-2-3", "1 -2", "1-2\n", "9" * 50 + "-1", "' OR 1=1 --"]:
+        assert store.parse_event_id(garbage) is None
+
+
+def test_append_numbers_events_and_finishes_the_stream():
+    new_session()
+    stream_id, priming = store.open_stream("s1", method="tools/call", request_id="1", prime=True)
+    assert priming.seq == 0 and priming.payload == ""
+    first = store.append(stream_id, ["a", "b"])
+    final = store.append(stream_id, ["done"], finish=Stream.Status.COMPLETED)
+    assert [e.seq for e in first + final] == [1, 2, 3]
+    assert final[0].kind == Event.Kind.FINAL
+    assert store.append(stream_id, ["late"]) == []
+    events, status = store.events_after(stream_id, 1)
+    assert [e.payload for e in events] == ["b", "done"] and status == Stream.Status.COMPLETED
+
+
+def test_concurrent_writers_get_unique_contiguous_ordered_seqs():
+    new_session()
+    stream_id, _ = store.open_stream("s1", prime=True)
+    errors = []
+
+    def writer(n):
+        from django.db import connection
+
+        try:
+            for i in range(20):
+                store.append(stream_id, [f"{n}:{i}"])
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+    events, _ = store.events_after(stream_id, 0)
+    assert [e.seq for e in events] == list(range(1, 121))
+    for n in range(6):
+        mine = [int(e.payload.split(":")[1]) for e in events if e.payload.startswith(f"{n}:")]
+        assert mine == list(range(20))
+
+
+def test_replay_never_crosses_streams_or_sessions():
+    new_session("s1")
+    new_session("s2")
+    a, _ = store.open_stream("s1", prime=True)
+    b, _ = store.open_stream("s2", prime=True)
+    store.append(a, ["a1"])
+    store.append(b, ["b1"])
+    assert store.find_stream("s1", b) is None
+    assert [e.payload for e in store.events_after(a, 0)[0]] == ["a1"]
+
+
+def test_standalone_stream_is_one_per_session():
+    new_session()
+    first = store.standalone_stream("s1")
+    second = store.standalone_stream("s1")
+    assert first[0] == second[0] and first[2] is True and second[2] is False
+
+
+def test_sessions_expire_and_terminate():
+    new_session("live")
+    new_session("old")
+    Session.objects.filter(pk="old").update(last_seen_at=timezone.now() - timedelta(days=2))
+    assert store.get_session("live", "default") is not None
+    assert store.get_session("old", "default") is None
+    assert store.get_session("live", "other-server") is None
+    assert store.terminate_session("live", "default") is True
+    assert store.get_session("live", "default") is None
+    assert Session.objects.get(pk="live").state == "terminated"
+
+
+def test_prune_removes_expired_sessions_and_old_streams():
+    new_session("keep")
+    new_session("gone")
+    done, _ = store.open_stream("keep", prime=True)
+    store.append(done, ["x"], finish=Stream.Status.COMPLETED)
+    running, _ = store.open_stream("keep", prime=True)
+    Session.objects.filter(pk="gone").update(last_seen_at=timezone.now() - timedelta(days=2))
+    Stream.objects.filter(pk=done).update(finished_at=timezone.now() - timedelta(hours=2))
+    with override_settings(MCP_TRANSPORT={"EVENT_RETENTION_SECONDS": 3600}):
+        store.prune()
+    assert list(Session.objects.values_list("pk", flat=True)) == ["keep"]
+    assert list(Stream.objects.values_list("pk", flat=True)) == [running]
+    assert not Event.objects.filter(stream_id=done).exists()
