@@ -48,3 +48,21 @@ def test_prune_command(capsys):
     Session.objects.create(id="x", protocol_version="2025-11-25")
     call_command("mcp_prune")
     assert "Pruned" in capsys.readouterr().out
+
+
+async def test_cors_for_allowed_origins():
+    from django.test import override_settings
+
+    client = MCPCommunicator(application)
+    with override_settings(MCP_TRANSPORT={"ALLOWED_ORIGINS": ["https://app.example"]}):
+        preflight = await client.send("OPTIONS", headers={"origin": "https://app.example",
+                                                          "access-control-request-method": "POST"})
+        assert preflight.status == 204
+        assert "mcp-session-id" in preflight.headers["access-control-allow-headers"]
+        await client.initialize()
+        response = await client.request("ping", headers={"origin": "https://app.example"})
+        assert response.headers["access-control-allow-origin"] == "https://app.example"
+        assert response.headers["access-control-expose-headers"] == "mcp-session-id"
+        denied = await client.send("OPTIONS", headers={"origin": "https://evil.example",
+                                                       "access-control-request-method": "POST"})
+        assert denied.status == 403

@@ -48,6 +48,7 @@ class MCPConsumer(AsyncConsumer):
         self.received = 0
         self.responded = False
         self.pump: asyncio.Task | None = None
+        self.cors: list = []
 
     async def __call__(self, scope, receive, send):
         # No per-connection channel: wake-ups go through streams.bus, once per process.
@@ -109,7 +110,7 @@ class MCPConsumer(AsyncConsumer):
 
     async def send_headers(self, status: int, headers: list):
         self.responded = True
-        await self.send({"type": "http.response.start", "status": status, "headers": headers})
+        await self.send({"type": "http.response.start", "status": status, "headers": headers + self.cors})
 
     async def send_body(self, body: bytes, more_body=False):
         await self.send({"type": "http.response.body", "body": body, "more_body": more_body})
@@ -131,9 +132,20 @@ class MCPConsumer(AsyncConsumer):
 
     async def handle(self, body: bytes):
         method = self.scope.get("method", "GET").upper()
+        if guards.is_preflight(method, self.headers):
+            guards.check_host_and_origin(self.headers)
+            self.cors = guards.cors_headers(self.headers)
+            await self.send_headers(204, [
+                (b"access-control-allow-methods", ALLOW.encode()),
+                (b"access-control-allow-headers", guards.CORS_ALLOW_HEADERS.encode()),
+                (b"access-control-max-age", b"600"),
+            ])
+            await self.send_body(b"")
+            return
         if method not in ("GET", "POST", "DELETE"):
             raise Rejected(405, f"Method Not Allowed: use {ALLOW}", headers=[("allow", ALLOW)])
         guards.check_host_and_origin(self.headers)
+        self.cors = guards.cors_headers(self.headers)
         if method == "POST":
             await self.post(body)
         elif method == "GET":

@@ -55,6 +55,26 @@ def check_host_and_origin(headers: dict[str, str]):
     raise Rejected(403, f"Forbidden: Origin {origin!r} is not allowed")
 
 
+CORS_ALLOW_HEADERS = "accept, authorization, content-type, last-event-id, mcp-protocol-version, mcp-session-id"
+CORS_EXPOSE_HEADERS = "mcp-session-id"
+
+
+def cors_headers(headers: dict[str, str]) -> list[tuple[bytes, bytes]]:
+    """For an allowed cross-origin request (after check_host_and_origin), what browsers need to see."""
+    origin = headers.get("origin")
+    if origin is None or urlsplit(origin).netloc.lower() == headers.get("host", "").lower():
+        return []
+    return [
+        (b"access-control-allow-origin", origin.encode("latin-1")),
+        (b"access-control-expose-headers", CORS_EXPOSE_HEADERS.encode()),
+        (b"vary", b"Origin"),
+    ]
+
+
+def is_preflight(method: str, headers: dict[str, str]) -> bool:
+    return method == "OPTIONS" and "origin" in headers and "access-control-request-method" in headers
+
+
 def _media_types(accept: str) -> set[str]:
     return {part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()}
 
