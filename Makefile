@@ -32,7 +32,9 @@ run: migrate
 interop-install:
 	bash tests/interop/install.sh
 
+# The store and the in-process tests also run on PostgreSQL (started by .ci/run); then everything.
 test: test-install interop-install
+	$(PY) -m pytest -q --ds=tests.settings_postgres tests/test_store.py tests/test_inprocess.py
 	$(PY) -m pytest
 
 clean:
