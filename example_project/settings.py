@@ -51,6 +51,8 @@ DATABASES = {
     "default": {
         "ENGINE": "django.db.backends.sqlite3",
         "NAME": os.environ.get("MCP_EXAMPLE_DB", str(BASE_DIR / "db.sqlite3")),
+        # Keep the connection: reopening SQLite and re-running the PRAGMAs per query is costly.
+        "CONN_MAX_AGE": None,
         # WAL lets readers and the writer overlap; IMMEDIATE + timeout queue concurrent writers.
         "OPTIONS": {
             "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL;",
