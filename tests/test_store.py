@@ -75,6 +75,16 @@ def test_replay_never_crosses_streams_or_sessions():
     assert [e.payload for e in store.events_after(a, 0)[0]] == ["a1"]
 
 
+def test_finished_streams_stay_replayable_for_the_retention_only():
+    new_session()
+    stream_id, _ = store.open_stream("s1", prime=True)
+    store.append(stream_id, ["r"], finish=Stream.Status.COMPLETED)
+    assert store.find_stream("s1", stream_id) is not None
+    Stream.objects.filter(pk=stream_id).update(finished_at=timezone.now() - timedelta(hours=2))
+    with override_settings(MCP_TRANSPORT={"EVENT_RETENTION_SECONDS": 3600}):
+        assert store.find_stream("s1", stream_id) is None
+
+
 def test_standalone_stream_is_one_per_session():
     new_session()
     first = store.standalone_stream("s1")

@@ -133,7 +133,13 @@ def standalone_stream(session_id: str) -> tuple[int, int, bool]:
 
 
 def find_stream(session_id: str, stream_id: int) -> Stream | None:
-    return Stream.objects.filter(pk=stream_id, session_id=session_id).first()
+    """A stream of that session that is still replayable (open, or finished within the retention)."""
+    cutoff = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+    return (
+        Stream.objects.filter(pk=stream_id, session_id=session_id)
+        .exclude(finished_at__lt=cutoff)
+        .first()
+    )
 
 
 def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
