@@ -1,0 +1,368 @@
+"""Interoperability: software nobody here wrote, driving a real daphne serving the example project.
+
+- the official conformance suite (`@modelcontextprotocol/conformance`, all 32 server scenarios);
+- the official Python SDK client, `mcp` 1.x (this venv) and `mcp` 2.x (a venv of its own);
+- the official TypeScript SDK client (`@modelcontextprotocol/sdk` 1.32.x) on Node 22;
+- the MCP Inspector CLI.
+
+The node packages and the mcp 2.x venv are installed by tests/interop/install.sh into a cache dir
+outside the repository ($MCP_INTEROP_HOME, default ~/.cache/mcp-transport-interop); the session
+fixtures below run it (it returns at once when the lock files' hashes match the last install).
+Missing tooling (npm, or an install that fails) skips these tests with the reason, except when the
+environment variable CI is set: then it fails them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from datetime import timedelta
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from .live import MCPClient
+
+HERE = Path(__file__).resolve().parent
+INTEROP = HERE / "interop"
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+# First use installs the node packages (~20 s); everything after that is a few seconds per test.
+pytestmark = pytest.mark.timeout(300)
+
+AFTER_PRIMING = {"DISCONNECT_POLICY": "after_priming", "RETRY_MS": 100}
+PROGRESS_COUNT = 50
+PROGRESS_DELAY = 0.02
+
+CONFORMANCE_SCENARIOS = 32
+# Conformance check statuses that fail the test. (The suite itself exits 1 only on FAILURE.)
+BAD_STATUSES = ("FAILURE", "WARNING")
+# JSON-RPC codes that mark a *2026-era* server (spec 2026-07-28): a legacy server must not send
+# them to the session-less `server/discover` probe, or strict clients stop instead of falling back.
+MODERN_ERROR_CODES = (-32022, -32020, -32021)
+
+
+def unavailable(reason: str):
+    """Missing third-party tooling: a failure under CI, a skip elsewhere."""
+    if IN_CI:
+        pytest.fail(f"interop tooling unavailable (CI is set, so this fails): {reason}", pytrace=False)
+    pytest.skip(f"interop tooling unavailable: {reason} (set CI=1 to make this a failure)")
+
+
+def run_install(part: str) -> dict[str, str]:
+    """Run tests/interop/install.sh PART and return the KEY=VALUE lines it ends with."""
+    if not shutil.which("bash"):
+        unavailable("bash not found")
+    env = {**os.environ}
+    # The mcp 2.x venv is built from the interpreter running the tests unless told otherwise.
+    env.setdefault("MCP_INTEROP_PYTHON", sys.executable)
+    try:
+        proc = subprocess.run(["bash", str(INTEROP / "install.sh"), part], env=env, capture_output=True,
+                              text=True, timeout=600)
+    except subprocess.TimeoutExpired as exc:
+        unavailable(f"tests/interop/install.sh {part} timed out: {exc.stderr!s:.2000}")
+    if proc.returncode != 0:
+        unavailable(f"tests/interop/install.sh {part} failed (exit {proc.returncode}):\n"
+                    f"{proc.stderr[-3000:]}{proc.stdout[-1000:]}")
+    values = dict(line.split("=", 1) for line in proc.stdout.splitlines() if re.match(r"^MCP_INTEROP_\w+=", line))
+    print(proc.stderr, end="")
+    return values
+
+
+@pytest.fixture(scope="session")
+def node_tools():
+    """The node packages from tests/interop/package-lock.json, and an environment with Node 22 first on PATH."""
+    if not shutil.which("npm") or not shutil.which("npx"):
+        unavailable("npm/npx not found on PATH (Node 22 itself comes from the npm package node@22)")
+    values = run_install("node")
+    node_dir = Path(values["MCP_INTEROP_NODE_DIR"])
+    node_bin = Path(values["MCP_INTEROP_NODE_BIN"])
+    env = {
+        **os.environ,
+        "PATH": f"{node_bin}{os.pathsep}{os.environ.get('PATH', '')}",
+        "MCP_INTEROP_NODE_DIR": str(node_dir),
+        "npm_config_update_notifier": "false",
+        "npm_config_yes": "false",
+        "NO_COLOR": "1",
+    }
+    version = subprocess.run(["node", "--version"], env=env, capture_output=True, text=True, check=True).stdout
+    assert version.startswith("v22."), f"node first on PATH is {version!r}, not Node 22 from node@22"
+    return {"dir": node_dir, "bin": node_bin, "node": str(node_bin / "node"), "env": env}
+
+
+@pytest.fixture(scope="session")
+def mcp2_python():
+    """The interpreter of the separate venv holding mcp 2.x."""
+    values = run_install("mcp2")
+    python = values["MCP_INTEROP_MCP2_PYTHON"]
+    if not os.access(python, os.X_OK):
+        unavailable(f"{python} is not executable")
+    return python
+
+
+def npx(tools, *args, timeout=120) -> subprocess.CompletedProcess:
+    """`npx --no -- ARGS` in the install dir: only the locally installed packages, never a download.
+
+    (`--` keeps npm from reading the package's own options, such as the Inspector's --cli, as its own.)
+    """
+    return subprocess.run(["npx", "--no", "--", *args], cwd=tools["dir"], env=tools["env"], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def last_json_line(stdout: str):
+    for line in reversed(stdout.strip().splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line in output:\n{stdout[-3000:]}")
+
+
+def server_tool_names(url: str) -> list[str]:
+    client = MCPClient(url)
+    try:
+        client.initialize()
+        return [tool["name"] for tool in client.request("tools/list")["result"]["tools"]]
+    finally:
+        client.delete()
+        client.close()
+
+
+def access_log(server) -> list[tuple[str, int]]:
+    """(method, status) of every request daphne logged for /mcp."""
+    return [(m.group(1), int(m.group(2)))
+            for m in re.finditer(r'"(GET|POST|DELETE|PUT|PATCH|OPTIONS|HEAD) /mcp" (\d{3})', server.logs())]
+
+
+# a. The official conformance suite ---------------------------------------------------------------
+
+SCENARIO_DIR = re.compile(r"^server-(?P<name>.+)-\d{4}-\d{2}-\d{2}T[\d-]+Z$")
+
+
+def read_conformance_results(out_dir: Path) -> dict[str, list[dict]]:
+    results: dict[str, list[dict]] = {}
+    for checks_file in sorted(out_dir.glob("*/checks.json")):
+        match = SCENARIO_DIR.match(checks_file.parent.name)
+        name = match.group("name") if match else checks_file.parent.name
+        results.setdefault(name, []).extend(json.loads(checks_file.read_text()))
+    return results
+
+
+def conformance_table(results: dict[str, list[dict]]) -> str:
+    statuses = ["SUCCESS", "FAILURE", "WARNING", "INFO"]
+    others = sorted({c.get("status") for checks in results.values() for c in checks} - set(statuses) - {None})
+    columns = statuses + others
+    width = max([len("scenario")] + [len(name) for name in results])
+    lines = [f"{'scenario':<{width}}  " + "  ".join(f"{c:>7}" for c in columns) + "  verdict"]
+    for name, checks in results.items():
+        counts = [sum(1 for c in checks if c.get("status") == column) for column in columns]
+        bad = [f"{c.get('status')}: {c.get('id')}" for c in checks if c.get("status") in BAD_STATUSES]
+        verdict = "ok" if not bad else "; ".join(bad)
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{n:>7}" for n in counts) + f"  {verdict}")
+    return "\n".join(lines)
+
+
+def test_conformance_suite_all_server_scenarios(node_tools, daphne):
+    server = daphne()
+    listed = npx(node_tools, "conformance", "list", "--server")
+    assert listed.returncode == 0, listed.stderr
+    expected = re.findall(r"^\s*-\s+(\S+)", listed.stdout, re.M)
+    assert len(expected) == CONFORMANCE_SCENARIOS, listed.stdout
+
+    out_dir = Path(tempfile.mkdtemp(prefix="mcp-conformance-"))
+    run = npx(node_tools, "conformance", "server", "--url", server.url, "--suite", "all", "-o", str(out_dir))
+    results = read_conformance_results(out_dir)
+    table = conformance_table(results)
+    print(f"\nconformance suite 0.1.16 against {server.url} (exit {run.returncode}):\n{table}")
+
+    bad = {name: [(c.get("status"), c.get("id"), c.get("errorMessage") or c.get("description"))
+                  for c in checks if c.get("status") in BAD_STATUSES]
+           for name, checks in results.items()}
+    bad = {name: checks for name, checks in bad.items() if checks}
+    assert not bad, f"conformance FAILURE/WARNING checks:\n{json.dumps(bad, indent=1)}\n{table}"
+    assert sorted(results) == sorted(expected), (
+        f"{len(results)} scenarios ran, expected {CONFORMANCE_SCENARIOS}: "
+        f"missing {sorted(set(expected) - set(results))}\n{run.stdout[-3000:]}{run.stderr[-2000:]}")
+    assert len(results) == CONFORMANCE_SCENARIOS
+    no_success = [name for name, checks in results.items() if not any(c.get("status") == "SUCCESS" for c in checks)]
+    assert not no_success, f"scenarios that checked nothing: {no_success}\n{table}"
+    # server-sse-polling only tests anything when test_reconnection really closed its stream.
+    polling = {c.get("id"): c.get("status") for c in results["server-sse-polling"]}
+    for check in ("server-sse-priming-event", "server-sse-retry-field", "server-sse-disconnect-resume"):
+        assert polling.get(check) == "SUCCESS", f"server-sse-polling: {check} -> {polling.get(check)}\n{table}"
+    assert run.returncode == 0, f"conformance exited {run.returncode}:\n{run.stdout[-3000:]}{run.stderr[-2000:]}"
+
+
+# b. The official Python SDK client, mcp 1.x ------------------------------------------------------
+
+class RecordingHTTP:
+    """httpx event hooks noting each request's method and Last-Event-ID (requests run concurrently)."""
+
+    def __init__(self):
+        self.requests: list[dict] = []
+
+    async def on_request(self, request: httpx.Request):
+        self.requests.append({"method": request.method, "last_event_id": request.headers.get("last-event-id")})
+
+    @property
+    def resumes(self) -> list[str]:
+        return [r["last_event_id"] for r in self.requests if r["method"] == "GET" and r["last_event_id"]]
+
+
+def py_client(url: str, recorder: RecordingHTTP):
+    """The SDK's streamable HTTP client (`streamable_http_client`, formerly `streamablehttp_client`)."""
+    from mcp.client import streamable_http
+
+    timeout = httpx.Timeout(30, read=60)
+    hooks = {"request": [recorder.on_request]}
+    if hasattr(streamable_http, "streamable_http_client"):
+        http = httpx.AsyncClient(timeout=timeout, event_hooks=hooks)
+        return http, streamable_http.streamable_http_client(url, http_client=http)
+
+    def factory(headers=None, timeout=timeout, auth=None):
+        return httpx.AsyncClient(headers=headers, timeout=timeout, auth=auth, event_hooks=hooks)
+
+    return None, streamable_http.streamablehttp_client(url, httpx_client_factory=factory)
+
+
+async def py_session_run(url: str, body):
+    """Open a mcp 1.x ClientSession on `url`, initialize it, run `await body(session)`; return (result, recorder)."""
+    from mcp import ClientSession
+
+    recorder = RecordingHTTP()
+    http, transport = py_client(url, recorder)
+    with anyio.fail_after(90):  # a hang guard, not a timing assertion
+        async with transport as streams:
+            read, write = streams[0], streams[1]
+            async with ClientSession(read, write) as session:
+                init = await session.initialize()
+                assert init.protocolVersion == "2025-11-25"
+                result = await body(session)
+        if http is not None:
+            await http.aclose()
+    return result, recorder
+
+
+def tool_text(result) -> str:
+    return "".join(c.text for c in result.content if getattr(c, "type", None) == "text")
+
+
+async def test_python_sdk_progress_after_priming(daphne):
+    server = daphne(AFTER_PRIMING)
+    progress: list[tuple[float, float | None, str | None]] = []
+
+    async def on_progress(value, total, message):
+        progress.append((value, total, message))
+
+    async def call(session):
+        return await session.call_tool("progress", {"count": PROGRESS_COUNT, "delay": PROGRESS_DELAY},
+                                       read_timeout_seconds=timedelta(seconds=60), progress_callback=on_progress)
+
+    result, recorder = await py_session_run(server.url, call)
+    assert not result.isError, result
+    assert tool_text(result) == f"done {PROGRESS_COUNT}"
+    assert [value for value, _, _ in progress] == list(range(1, PROGRESS_COUNT + 1)), progress
+    assert all(total == PROGRESS_COUNT for _, total, _ in progress)
+    assert [message for _, _, message in progress] == [f"step {i}" for i in range(1, PROGRESS_COUNT + 1)]
+    # The policy really cut connections: the client resumed with GET + Last-Event-ID.
+    assert recorder.resumes, (recorder.requests, server.logs()[-3000:])
+
+
+async def test_python_sdk_tool_closes_its_own_stream(example_server):
+    """Default policy: only `test_reconnection`'s own close_sse_stream(); the result comes on the resumed GET."""
+    async def call(session):
+        return await session.call_tool("test_reconnection", {}, read_timeout_seconds=timedelta(seconds=60))
+
+    result, recorder = await py_session_run(example_server.url, call)
+    assert not result.isError, result
+    assert tool_text(result) == "Reconnection test completed successfully"
+    assert recorder.resumes, recorder.requests
+
+
+async def test_python_sdk_list_tools_and_echo(example_server):
+    async def body(session):
+        tools = await session.list_tools()
+        echoed = await session.call_tool("echo", {"message": "héllo, wörld"})
+        return tools, echoed
+
+    (tools, echoed), _ = await py_session_run(example_server.url, body)
+    names = [tool.name for tool in tools.tools]
+    assert {"echo", "progress", "test_simple_text", "test_reconnection"} <= set(names), names
+    assert not echoed.isError
+    assert tool_text(echoed) == "héllo, wörld"
+
+
+# c. The official TypeScript SDK client ------------------------------------------------------------
+
+def test_typescript_sdk_progress_after_priming(node_tools, daphne):
+    server = daphne(AFTER_PRIMING)
+    proc = subprocess.run(
+        [node_tools["node"], str(INTEROP / "ts_progress_client.mjs"), server.url, str(PROGRESS_COUNT),
+         str(PROGRESS_DELAY)],
+        env=node_tools["env"], capture_output=True, text=True, timeout=120,
+    )
+    out = last_json_line(proc.stdout)
+    report = json.dumps({k: v for k, v in out.items() if k != "progress"})[:4000]
+    assert out["sdkVersion"].startswith("1.32."), out["sdkVersion"]
+    assert out["ok"], f"{out.get('error')}\n{report}\n{proc.stderr[-2000:]}"
+    assert proc.returncode == 0, proc.stderr
+    assert out["protocolVersion"] == "2025-11-25"
+    assert not out["isError"]
+    assert out["text"] == f"done {PROGRESS_COUNT}"
+    assert len(out["progress"]) == PROGRESS_COUNT and len(set(out["progress"])) == PROGRESS_COUNT, out["progress"]
+    assert out["progress"] == list(range(1, PROGRESS_COUNT + 1)), out["progress"]
+    gets = [r for r in out["requests"] if r["method"] == "GET"]
+    assert any(r["lastEventId"] for r in gets), f"the POST stream was never resumed: {report}"
+    # Only the first (standalone) GET may lack Last-Event-ID: a later one means a resumed connection
+    # closed before carrying an event id, and the TS client then loses the call.
+    assert all(r["lastEventId"] for r in gets[1:]), f"GET reconnected without Last-Event-ID: {report}"
+    # (A request without a status was still in flight when the script closed the client: the
+    # standalone GET stream's reconnection racing the DELETE.)
+    assert all(r["status"] in (200, 202) for r in out["requests"] if "status" in r), report
+
+
+# d. The MCP Inspector CLI -------------------------------------------------------------------------
+
+def test_inspector_cli_lists_tools(node_tools, example_server):
+    proc = npx(node_tools, "@modelcontextprotocol/inspector", "--cli", example_server.url, "--method", "tools/list")
+    assert proc.returncode == 0, f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}"
+    listing = json.loads(proc.stdout[proc.stdout.index("{"):])
+    names = [tool["name"] for tool in listing["tools"]]
+    assert {"echo", "progress", "test_simple_text"} <= set(names), names
+    assert names == server_tool_names(example_server.url)
+
+
+# e. The official Python SDK client, mcp 2.x, in its default (probing) mode ------------------------
+
+def test_python_sdk_2x_falls_back_from_server_discover(mcp2_python, daphne):
+    server = daphne()
+    proc = subprocess.run([mcp2_python, str(INTEROP / "mcp2_client.py"), server.url],
+                          capture_output=True, text=True, timeout=120)
+    out = last_json_line(proc.stdout)
+    report = json.dumps(out, indent=1)[:6000]
+    assert out["mcpVersion"].startswith("2."), out["mcpVersion"]
+    assert out["ok"], f"{out.get('error')}\n{report}\n{proc.stderr[-2000:]}"
+    assert out["mode"] == "auto"
+    assert out["protocolVersion"] == "2025-11-25"
+    assert {"echo", "progress", "test_simple_text"} <= set(out["tools"]), out["tools"]
+    assert out["echo"] == "hello from mcp 2.x" and not out["echoIsError"]
+
+    probe, *rest = out["exchanges"]
+    assert probe["method"] == "POST" and probe["rpcMethod"] == "server/discover", report
+    assert not probe["sessionHeader"]
+    # The server answered the probe at once with 400 + a JSON-RPC error echoing its id, and no session.
+    assert probe["status"] == 400, report
+    assert probe["contentType"].startswith("application/json"), report
+    assert not probe["sessionIdAssigned"], report
+    assert probe["body"]["id"] == probe["rpcId"] and "error" in probe["body"], report
+    assert probe["body"]["error"]["code"] not in MODERN_ERROR_CODES, report
+    assert rest and rest[0]["rpcMethod"] == "initialize" and rest[0]["status"] == 200, report
+    # ... and the server's own access log says so: the first POST (the probe) got 400, then the
+    # handshake's got 200. (GETs are left out: the fixture's readiness check is one.)
+    posts = [status for method, status in access_log(server) if method == "POST"]
+    assert posts[:1] == [400] and 200 in posts[1:], server.logs()[-3000:]
