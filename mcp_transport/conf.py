@@ -20,6 +20,8 @@ DEFAULTS = {
     "MAX_REQUEST_BYTES": 4 * 1024 * 1024,
     # How long a server-to-client request (sampling, elicitation, roots) may wait, None = forever.
     "CLIENT_REQUEST_TIMEOUT": None,
+    # How often a worker compares the streams it holds with the table (lost wake-ups, Redis restarts).
+    "WAKEUP_SWEEP_SECONDS": 2.0,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

@@ -1,11 +1,15 @@
 """Settings for the daphne processes the tests start: the example project's, with overrides.
 
-MCP_TEST_TRANSPORT (JSON) is merged over MCP_TRANSPORT; MCP_EXAMPLE_DB picks the SQLite file.
+MCP_TEST_TRANSPORT (JSON) is merged over MCP_TRANSPORT; MCP_EXAMPLE_DB picks the SQLite file;
+MCP_TEST_SCALED=1 switches to the scaled-out settings (PostgreSQL + Redis).
 """
 import json
 import os
 
-from example_project.settings import *  # noqa: F401,F403
+if os.environ.get("MCP_TEST_SCALED") == "1":
+    from example_project.settings_scaled import *  # noqa: F401,F403
+else:
+    from example_project.settings import *  # noqa: F401,F403
 from example_project.settings import MCP_TRANSPORT as _BASE
 
 MCP_TRANSPORT = {**_BASE, **json.loads(os.environ.get("MCP_TEST_TRANSPORT", "{}"))}

@@ -22,12 +22,17 @@ class Listener:
         self.closing = False
         self.ended = False
         self.replaced = False
+        # Set when events may be in the table that `events` does not hold (a remote wake-up).
+        self.stale = False
+        self.delivered = -1
         self.wake = asyncio.Event()
 
-    def take(self) -> list[StoredEvent]:
+    def take(self) -> tuple[list[StoredEvent], bool]:
+        """The events handed over since the last take, and whether the table must be read too."""
         events, self.events = self.events, []
+        stale, self.stale = self.stale, False
         self.wake.clear()
-        return events
+        return events, stale
 
 
 _listeners: dict[int, set[Listener]] = defaultdict(set)
@@ -55,6 +60,19 @@ def publish(stream_id: int, events: list[StoredEvent]):
     for listener in _listeners.get(stream_id, ()):
         listener.events.extend(events)
         listener.wake.set()
+
+
+def mark_stale(stream_id: int, seq: int | None = None):
+    """Events up to `seq` were stored elsewhere: connections behind it read them from the table."""
+    for listener in _listeners.get(stream_id, ()):
+        if seq is None or listener.delivered < seq:
+            listener.stale = True
+            listener.wake.set()
+
+
+def held_streams() -> dict[int, int]:
+    """stream id -> the lowest seq delivered by this process's connections on it."""
+    return {sid: min(l.delivered for l in group) for sid, group in _listeners.items() if group}
 
 
 def end(stream_id: int):

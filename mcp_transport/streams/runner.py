@@ -19,7 +19,7 @@ from ..models import Stream
 from ..protocol import jsonrpc
 from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
-from . import bus, store
+from . import relay, store
 
 logger = logging.getLogger("mcp_transport")
 
@@ -48,8 +48,7 @@ async def send_to_session(session_id: str, message: dict):
     if stream_id is None:
         stream_id, _, _ = await store.astandalone_stream(session_id)
         _standalone[session_id] = stream_id
-    events = await store.aappend(stream_id, [jsonrpc.dumps(message)])
-    bus.publish(stream_id, events)
+    relay.publish(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(message)]))
 
 
 class StreamOutbox:
@@ -62,15 +61,14 @@ class StreamOutbox:
     async def send(self, message: dict):
         if self.stream_id is None:
             return
-        events = await store.aappend(self.stream_id, [jsonrpc.dumps(message)])
-        bus.publish(self.stream_id, events)
+        relay.publish(self.stream_id, await store.aappend(self.stream_id, [jsonrpc.dumps(message)]))
 
     async def request(self, method, params, timeout):
         if self.stream_id is None:
             raise JSONRPCError(
                 jsonrpc.INTERNAL_ERROR, "Cannot send requests to the client without an SSE stream (JSON_RESPONSE)"
             )
-        request_id = f"srv-{secrets.token_hex(8)}"
+        request_id = f"srv~{store.WORKER}~{secrets.token_hex(8)}"
         key = (self.session.id, request_key(request_id))
         future = asyncio.get_running_loop().create_future()
         _pending[key] = future
@@ -89,7 +87,7 @@ class StreamOutbox:
 
     async def close_connection(self, retry_ms):
         if self.stream_id is not None:
-            bus.close_connections(self.stream_id, retry_ms)
+            relay.close_connections(self.stream_id, retry_ms)
 
     async def notify_session(self, message: dict):
         await send_to_session(self.session.id, message)
@@ -122,14 +120,14 @@ async def _run_on_stream(server, session, message, stream_id, scope, inflight: I
     except asyncio.CancelledError:
         if inflight.cancelled_by_client:
             await store.afinish(stream_id, Stream.Status.CANCELLED)
-            bus.end(stream_id)
+            relay.end(stream_id)
             return
         raise
     events = await store.aappend(stream_id, [jsonrpc.dumps(payload)], finish=status)
     if events:
-        bus.publish(stream_id, events)
+        relay.publish(stream_id, events)
     else:
-        bus.end(stream_id)
+        relay.end(stream_id)
 
 
 def start_on_stream(server, session, message, stream_id, scope=None) -> asyncio.Task:
@@ -182,22 +180,36 @@ def cancel_session(session_id: str):
             inflight.cancelled_by_client = True
             inflight.task.cancel()
             if inflight.stream_id is not None:
-                bus.end(inflight.stream_id)
+                relay.end(inflight.stream_id)
     for (sid, _), future in list(_pending.items()):
         if sid == session_id and not future.done():
             future.cancel()
     standalone = _standalone.pop(session_id, None)
     if standalone is not None:
-        bus.end(standalone)
+        relay.end(standalone)
 
 
 def resolve(session_id: str, response: dict) -> bool:
-    """The client answered one of our requests: hand it to the waiting task."""
-    future = _pending.get((session_id, request_key(response.get("id"))))
-    if future is None or future.done():
-        return False
-    future.set_result(response)
-    return True
+    """The client answered one of our requests: hand it to the waiting task, here or on its worker."""
+    request_id = response.get("id")
+    future = _pending.get((session_id, request_key(request_id)))
+    if future is not None and not future.done():
+        future.set_result(response)
+        return True
+    parts = request_id.split("~") if isinstance(request_id, str) else []
+    if len(parts) == 3 and parts[0] == "srv" and parts[1] != store.WORKER:
+        relay.relay.respond(parts[1], session_id, response)
+        return True
+    return False
+
+
+async def cancel_anywhere(session_id: str, request_id, reason=None):
+    """`notifications/cancelled`: cancel here, or tell the worker that runs the request."""
+    if cancel(session_id, request_id, reason):
+        return
+    worker = await store.arequest_worker(session_id, request_key(request_id))
+    if worker and worker != store.WORKER:
+        relay.relay.cancel(worker, session_id, request_id, reason)
 
 
 async def notify_subscribers(server_name: str, uri: str):

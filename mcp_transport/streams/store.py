@@ -7,6 +7,8 @@ so sequence order is commit order and a reader never sees seq N+1 before seq N.
 from __future__ import annotations
 
 import os
+import re
+import secrets
 import socket
 from datetime import timedelta
 from typing import NamedTuple
@@ -19,7 +21,8 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..models import Event, Session, Stream, Subscription
 
-WORKER = f"{socket.gethostname()}:{os.getpid()}"
+# This process, as it appears in Stream.worker and in channel-layer group names.
+WORKER = f"{re.sub(r'[^A-Za-z0-9.-]', '-', socket.gethostname())[:40]}-{os.getpid()}-{secrets.token_hex(2)}"
 TOUCH_EVERY = timedelta(seconds=30)
 
 
@@ -199,8 +202,22 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
 
 
+def request_worker(session_id: str, request_key: str) -> str | None:
+    """The worker running an open request of this session, if it runs on a stream."""
+    return (
+        Stream.objects.filter(session_id=session_id, request_id=request_key, status=Stream.Status.OPEN)
+        .order_by("-id").values_list("worker", flat=True).first()
+    )
+
+
+def stream_progress(stream_ids) -> dict[int, tuple[int, str]]:
+    """stream id -> (last seq, status), for catching up after lost wake-ups."""
+    rows = Stream.objects.filter(pk__in=list(stream_ids)).values_list("id", "last_seq", "status")
+    return {pk: (last, status) for pk, last, status in rows}
+
+
 def count_reconnect(stream_id: int):
-    Stream.objects.filter(pk=stream_id).update(reconnects=F("reconnects") + 1, worker=WORKER)
+    Stream.objects.filter(pk=stream_id).update(reconnects=F("reconnects") + 1)
 
 
 def prune() -> dict:
@@ -228,3 +245,5 @@ aappend = database_sync_to_async(append)
 afinish = database_sync_to_async(finish)
 aevents_after = database_sync_to_async(events_after)
 acount_reconnect = database_sync_to_async(count_reconnect)
+arequest_worker = database_sync_to_async(request_worker)
+astream_progress = database_sync_to_async(stream_progress)

@@ -21,7 +21,7 @@ from ..conf import mcp_settings
 from ..models import Event, Stream
 from ..protocol import jsonrpc
 from ..protocol.server import get_server
-from ..streams import bus, runner, store
+from ..streams import bus, relay, runner, store
 from . import guards, sse
 from .guards import Rejected
 
@@ -56,6 +56,7 @@ class MCPConsumer(AsyncConsumer):
         self.base_send = send
         self.server = get_server(self.server_ref)
         self.headers = guards.header_map(scope)
+        await relay.relay.start()
         try:
             await await_many_dispatch([receive], self.dispatch)
         except StopConsumer:
@@ -182,11 +183,12 @@ class MCPConsumer(AsyncConsumer):
             await self.reject(exc, message.id)
             return
         if message.kind == "response":
-            runner.resolve(session.id, message.raw)
+            if not runner.resolve(session.id, message.raw):
+                logger.info("Response %r of session %s matches no pending request", message.id, session.id)
             await self.send_json(202, None, self.session_headers(session.id))
             return
         if message.kind == "notification":
-            self.notification(session, message)
+            await self.notification(session, message)
             await self.send_json(202, None, self.session_headers(session.id))
             return
         if json_only or not self.server.dispatcher.streams(message.method):
@@ -212,11 +214,11 @@ class MCPConsumer(AsyncConsumer):
         )
         await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
 
-    def notification(self, session, message):
+    async def notification(self, session, message):
         if message.method == "notifications/cancelled":
             params = message.params or {}
             if "requestId" in params:
-                runner.cancel(session.id, params["requestId"], params.get("reason"))
+                await runner.cancel_anywhere(session.id, params["requestId"], params.get("reason"))
 
     async def open_request_stream(self, session, message):
         params = message.params or {}
@@ -226,7 +228,7 @@ class MCPConsumer(AsyncConsumer):
             session.id, method=message.method, request_id=runner.request_key(message.id),
             tool_name=tool_name, prime=session.protocol_version >= PRIMING_VERSION,
         )
-        listener = bus.listen(stream_id)
+        listener = await self.listen(stream_id)
         runner.start_on_stream(self.server, session, message, stream_id, self.scope)
         conn = policies.Connection(stream_id, Stream.Kind.REQUEST, message.method, tool_name)
         await self.start_stream(session, listener, conn, [priming] if priming else [], 0)
@@ -242,7 +244,7 @@ class MCPConsumer(AsyncConsumer):
         stream_id, last_seq, _ = await store.astandalone_stream(session.id)
         if bus.listeners(stream_id):
             raise Rejected(409, "Conflict: this session already has a GET stream open")
-        listener = bus.listen(stream_id)
+        listener = await self.listen(stream_id)
         events, _ = await store.aevents_after(stream_id, last_seq)
         conn = policies.Connection(stream_id, Stream.Kind.STANDALONE)
         await self.start_stream(session, listener, conn, events, last_seq, reprime=store.format_event_id(stream_id, last_seq))
@@ -255,8 +257,8 @@ class MCPConsumer(AsyncConsumer):
         stream = await store.afind_stream(session.id, stream_id)
         if stream is None or seq > stream.last_seq:
             raise Rejected(404, "Not Found: no such event in this session")
-        listener = bus.listen(stream_id)
-        bus.close_connections(stream_id, None, keep=listener, replaced=True)
+        listener = await self.listen(stream_id)
+        relay.close_connections(stream_id, None, keep=listener, replaced=True)
         events, status = await store.aevents_after(stream_id, seq)
         await store.acount_reconnect(stream_id)
         conn = policies.Connection(
@@ -264,6 +266,16 @@ class MCPConsumer(AsyncConsumer):
         )
         ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
         await self.start_stream(session, listener, conn, events, seq, reprime=last_event_id, ended=ended)
+
+    async def listen(self, stream_id: int) -> bus.Listener:
+        """Subscribe before reading the table, so no event falls between replay and live."""
+        listener = bus.listen(stream_id)
+        await relay.relay.join(stream_id)
+        return listener
+
+    def unlisten(self, listener):
+        bus.unlisten(listener)
+        relay.relay.leave(listener.stream_id)
 
     async def start_stream(self, session, listener, conn, events, last_seq, *, reprime=None, ended=False):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
@@ -284,8 +296,9 @@ class MCPConsumer(AsyncConsumer):
         await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
         await self.send_body(first, more_body=not done)
         if done:
-            bus.unlisten(listener)
+            self.unlisten(listener)
             return
+        listener.delivered = last_seq
         conn.events_sent = len(events)
         self.pump = asyncio.ensure_future(
             self.run_pump(listener, conn, last_seq, disconnect if polling else policies.Never(), retry, retry_ms)
@@ -306,7 +319,7 @@ class MCPConsumer(AsyncConsumer):
             logger.exception("SSE connection on stream %s failed", conn.stream_id)
             await self.send_body(b"", more_body=False)
         finally:
-            bus.unlisten(listener)
+            self.unlisten(listener)
 
     async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms):
         keepalive = float(mcp_settings.KEEPALIVE_SECONDS)
@@ -326,14 +339,14 @@ class MCPConsumer(AsyncConsumer):
                 if deadline is None or time.monotonic() < deadline:
                     await self.send_body(sse.KEEPALIVE, more_body=True)
                 continue
-            events = listener.take()
+            events, stale = listener.take()
             ended = listener.ended
-            if ended or (events and events[0].seq > last_seq + 1):
+            if ended or stale or (events and events[0].seq > last_seq + 1):
                 events, status = await store.aevents_after(conn.stream_id, last_seq)
                 ended = ended or status != Stream.Status.OPEN
             events = [e for e in events if e.seq > last_seq]
             if events:
-                last_seq = events[-1].seq
+                last_seq = listener.delivered = events[-1].seq
                 conn.events_sent += len(events)
                 conn.last_event_at = time.monotonic()
                 final = any(e.kind == Event.Kind.FINAL for e in events)

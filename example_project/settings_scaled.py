@@ -1,0 +1,36 @@
+"""The example project scaled out: PostgreSQL for the tables, Redis for the channel layer and the cache.
+
+Several daphne processes with these settings can sit behind a load balancer without sticky
+sessions. Connection details come from the environment (defaults: this machine's services).
+"""
+import os
+
+from .settings import *  # noqa: F401,F403
+
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": os.environ.get("MCP_PG_NAME", "mcp_example"),
+        "USER": os.environ.get("MCP_PG_USER", "postgres"),
+        "PASSWORD": os.environ.get("MCP_PG_PASSWORD", ""),
+        "HOST": os.environ.get("MCP_PG_HOST", "127.0.0.1"),
+        "PORT": os.environ.get("MCP_PG_PORT", "5432"),
+        "CONN_MAX_AGE": None,
+        "CONN_HEALTH_CHECKS": True,
+    }
+}
+
+REDIS_URL = os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("MCP_REDIS_PREFIX", "mcp")},
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django_redis.cache.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": os.environ.get("MCP_REDIS_PREFIX", "mcp"),
+    }
+}

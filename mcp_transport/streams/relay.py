@@ -1,0 +1,204 @@
+"""The link between workers, over the Channels layer: wake-ups and control signals, never events.
+
+Each process has one channel, in the group of its worker id and in the group of every
+stream it holds a connection for. A wake-up only says "stream X reached seq N": the
+receiver reads the rows. channels-redis may drop messages (capacity, restarts), so a
+sweep compares the streams this process holds with the table every few seconds and
+re-joins its groups: a lost wake-up delays an event, it never loses one.
+
+With the in-memory layer (one process) events need no wake-ups; control signals (from
+the admin, say) still go through it.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+
+from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+from ..conf import mcp_settings
+from . import bus, store
+
+logger = logging.getLogger("mcp_transport")
+
+WAKE = "mcp.wake"
+CLOSE = "mcp.close"
+END = "mcp.end"
+CANCEL = "mcp.cancel"
+RESPOND = "mcp.respond"
+_GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def stream_group(stream_id: int) -> str:
+    return f"mcp.stream.{stream_id}"
+
+
+def worker_group(worker: str) -> str:
+    return f"mcp.worker.{_GROUP_SAFE.sub('-', worker)}"[:99]
+
+
+class Relay:
+    def __init__(self):
+        self.layer = None
+        self.channel: str | None = None
+        self.remote = False
+        self.joined: set[int] = set()
+        self._started: asyncio.Task | None = None
+        self._tasks: set[asyncio.Task] = set()
+
+    async def start(self):
+        """Idempotent, lazy: daphne has no lifespan, so the first consumer starts it."""
+        if self._started is None:
+            self._started = asyncio.ensure_future(self._start())
+        await asyncio.shield(self._started)
+
+    async def _start(self):
+        self.layer = get_channel_layer()
+        if self.layer is None:
+            return
+        self.remote = not isinstance(self.layer, InMemoryChannelLayer)
+        self.channel = await self.layer.new_channel(prefix="mcp")
+        await self.layer.group_add(worker_group(store.WORKER), self.channel)
+        self._spawn(self._receive_forever())
+        if self.remote:
+            self._spawn(self._sweep_forever())
+
+    def _spawn(self, coro):
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _send_group(self, group: str, message: dict):
+        if self.layer is None:
+            return
+        message = {**message, "origin": store.WORKER}
+
+        async def send():
+            try:
+                await self.layer.group_send(group, message)
+            except Exception:
+                logger.warning("Channel layer unavailable: %s to %s delayed until the next sweep", message["type"], group)
+
+        self._spawn(send())
+
+    # What this process asks of the others
+
+    async def join(self, stream_id: int):
+        if not self.remote or stream_id in self.joined:
+            return
+        self.joined.add(stream_id)
+        try:
+            await self.layer.group_add(stream_group(stream_id), self.channel)
+        except Exception:
+            logger.warning("Channel layer unavailable: joining stream %s at the next sweep", stream_id)
+
+    def leave(self, stream_id: int):
+        if stream_id in self.joined and not bus.listeners(stream_id):
+            self.joined.discard(stream_id)
+
+            async def discard():
+                try:
+                    await self.layer.group_discard(stream_group(stream_id), self.channel)
+                except Exception:
+                    pass
+
+            self._spawn(discard())
+
+    def wake(self, stream_id: int, seq: int):
+        if self.remote:
+            self._send_group(stream_group(stream_id), {"type": WAKE, "stream": stream_id, "seq": seq})
+
+    def close(self, stream_id: int, retry_ms: int | None, replaced=False):
+        self._send_group(stream_group(stream_id), {"type": CLOSE, "stream": stream_id, "retry": retry_ms,
+                                                   "replaced": replaced})
+
+    def end(self, stream_id: int):
+        self._send_group(stream_group(stream_id), {"type": END, "stream": stream_id})
+
+    def cancel(self, worker: str, session_id: str, request_id, reason=None):
+        self._send_group(worker_group(worker), {"type": CANCEL, "session": session_id, "request": request_id,
+                                                "reason": reason})
+
+    def respond(self, worker: str, session_id: str, response: dict):
+        self._send_group(worker_group(worker), {"type": RESPOND, "session": session_id, "response": response})
+
+    # What the others ask of this process
+
+    async def _receive_forever(self):
+        delay = 0.1
+        while True:
+            try:
+                message = await self.layer.receive(self.channel)
+                delay = 0.1
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("Channel layer receive failed; retrying in %.1fs", delay)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+                continue
+            try:
+                self.handle(message)
+            except Exception:
+                logger.exception("Bad channel-layer message %r", message)
+
+    def handle(self, message: dict):
+        from . import runner
+
+        kind = message.get("type")
+        if message.get("origin") == store.WORKER and kind in (WAKE, CLOSE, END):
+            return
+        if kind == WAKE:
+            bus.mark_stale(message["stream"], message.get("seq"))
+        elif kind == CLOSE:
+            bus.close_connections(message["stream"], message.get("retry"), replaced=message.get("replaced", False))
+        elif kind == END:
+            bus.end(message["stream"])
+        elif kind == CANCEL:
+            runner.cancel(message["session"], message["request"], message.get("reason"))
+        elif kind == RESPOND:
+            runner.resolve(message["session"], message["response"])
+
+    async def _sweep_forever(self):
+        """Catch up on lost wake-ups and re-join groups a restarted Redis forgot."""
+        rounds = 0
+        while True:
+            await asyncio.sleep(float(mcp_settings.WAKEUP_SWEEP_SECONDS))
+            rounds += 1
+            try:
+                held = bus.held_streams()
+                if held:
+                    progress = await store.astream_progress(held)
+                    for stream_id, (last_seq, status) in progress.items():
+                        if last_seq > held[stream_id] or status != "open":
+                            bus.mark_stale(stream_id, last_seq)
+                if rounds % 10 == 0:
+                    await self.layer.group_add(worker_group(store.WORKER), self.channel)
+                    for stream_id in list(self.joined):
+                        await self.layer.group_add(stream_group(stream_id), self.channel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("Wake-up sweep failed; retrying", exc_info=True)
+
+
+relay = Relay()
+
+
+def publish(stream_id: int, events):
+    """New events on a stream: hand them to this process's connections, wake the other workers'."""
+    if events:
+        bus.publish(stream_id, events)
+        relay.wake(stream_id, events[-1].seq)
+
+
+def close_connections(stream_id: int, retry_ms: int | None, *, keep=None, replaced=False):
+    bus.close_connections(stream_id, retry_ms, keep=keep, replaced=replaced)
+    relay.close(stream_id, retry_ms, replaced)
+
+
+def end(stream_id: int):
+    bus.end(stream_id)
+    relay.end(stream_id)

@@ -1,0 +1,141 @@
+"""Any request of a session may land on any worker: PostgreSQL + Redis, two daphne processes."""
+import concurrent.futures
+import json
+import time
+
+import pytest
+
+from .live import MCPClient
+from .scaled import Cluster
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with Cluster(workers=2) as c:
+        yield c
+
+
+def on(worker, session_from: MCPClient | None = None, **kwargs) -> MCPClient:
+    client = MCPClient(worker.url, **kwargs)
+    if session_from is not None:
+        client.session_id, client.version = session_from.session_id, session_from.version
+    return client
+
+
+def test_session_created_on_one_worker_works_on_the_other(cluster):
+    a, b = cluster.workers
+    client = on(a)
+    client.initialize()
+    other = on(b, client)
+    request_id, result = other.call_tool("echo", {"message": "from b"})
+    assert result.messages[-1]["result"]["content"][0]["text"] == "from b"
+    assert other.delete().status_code == 200
+    assert on(a, client).post({"jsonrpc": "2.0", "id": 9, "method": "ping"}).status_code == 404
+
+
+def test_stream_started_on_a_resumes_live_on_b(cluster):
+    a, b = cluster.workers
+    client = on(a)
+    client.initialize()
+    seen = []
+
+    def stop(event):
+        seen.append(event)
+        return len([e for e in seen if e.data]) >= 5
+
+    request_id, first = client.call_tool("progress", {"count": 40, "delay": 0.02}, progress_token="p", stop=stop)
+    rest = on(b, client).resume(first.last_id)
+    messages = first.messages + rest.messages
+    progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+    assert progress == list(range(1, 41))
+    assert messages[-1] == {"jsonrpc": "2.0", "id": request_id,
+                            "result": {"content": [{"type": "text", "text": "done 40"}]}}
+    ids = [e.id for e in first.events + rest.events if e.id and e.data]
+    assert len(ids) == len(set(ids))
+
+
+def test_elicitation_answered_through_the_other_worker(cluster):
+    a, b = cluster.workers
+    client = on(a)
+    client.initialize(capabilities={"elicitation": {}})
+    answer_via_b = on(b, client)
+    answered = []
+
+    def stop(event):
+        message = event.message
+        if message and message.get("method") == "elicitation/create":
+            response = answer_via_b.post({"jsonrpc": "2.0", "id": message["id"],
+                                          "result": {"action": "accept",
+                                                     "content": {"username": "ann", "email": "a@x"}}})
+            answered.append(response.status_code)
+        return bool(message and "result" in message)
+
+    request_id, result = client.call_tool("test_elicitation", {"message": "who?"}, stop=stop)
+    assert answered == [202]
+    text = result.messages[-1]["result"]["content"][0]["text"]
+    assert "accept" in text and "ann" in text
+
+
+def test_cancellation_through_the_other_worker(cluster):
+    a, b = cluster.workers
+    client = on(a)
+    client.initialize()
+    cancel_via_b = on(b, client)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        started = []
+
+        def stop(event):
+            if event.data and not started:
+                started.append(event)
+                cancel_via_b.notify("notifications/cancelled", {"requestId": 1000, "reason": "test"})
+            return False
+
+        def call():
+            message = {"jsonrpc": "2.0", "id": 1000, "method": "tools/call",
+                       "params": {"name": "progress", "arguments": {"count": 500, "delay": 0.02},
+                                  "_meta": {"progressToken": "c"}}}
+            return client.stream("POST", message, stop=stop, read_timeout=20)
+
+        result = pool.submit(call).result(timeout=30)
+    assert result.closed_by_server
+    assert not any("result" in m or "error" in m for m in result.messages)
+    assert len(result.messages) < 500
+
+
+def test_notifications_reach_the_get_stream_held_by_another_worker(cluster):
+    a, b = cluster.workers
+    client = on(a)
+    client.initialize()
+    client.request("resources/subscribe", {"uri": "test://watched-resource"})
+    holder = on(b, client)
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        got = pool.submit(holder.stream, "GET", stop=lambda e: bool(e.data), read_timeout=20)
+        time.sleep(0.5)
+        client.call_tool("update_resource", {"uri": "test://watched-resource"})
+        result = got.result(timeout=30)
+    assert result.status == 200
+    assert result.messages == [{"jsonrpc": "2.0", "method": "notifications/resources/updated",
+                                "params": {"uri": "test://watched-resource"}}]
+
+
+def test_resuming_on_b_closes_the_old_connection_on_a(cluster):
+    a, b = cluster.workers
+    client = on(a)
+    client.initialize()
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        seen = []
+
+        def first_stop(event):
+            seen.append(event)
+            return False
+
+        old = pool.submit(client.call_tool, "progress", {"count": 60, "delay": 0.02}, progress_token="x",
+                          stop=first_stop)
+        while not any(e.data for e in seen):
+            time.sleep(0.02)
+        last_id = [e.id for e in seen if e.id][-1]
+        resumed = on(b, client).resume(last_id)
+        request_id, replaced = old.result(timeout=30)
+    assert replaced.closed_by_server and replaced.retry is not None
+    assert not any("result" in m for m in replaced.messages)
+    assert resumed.messages[-1]["id"] == request_id and "result" in resumed.messages[-1]
