@@ -93,8 +93,18 @@ class Stream(models.Model):
     request_id = models.CharField(max_length=200, blank=True, help_text="JSON-encoded JSON-RPC id")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     last_seq = models.PositiveIntegerField(default=0)
+    last_event_at = models.DateTimeField(null=True, blank=True)
     reconnects = models.PositiveIntegerField(default=0)
-    worker = models.CharField(max_length=100, blank=True)
+    worker = models.CharField(max_length=100, blank=True, help_text="The worker running the request")
+    lease_expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="Renewed by the running worker; past it, the worker is gone"
+    )
+    connected_worker = models.CharField(
+        max_length=100, blank=True, help_text="The worker holding the live connection, if any"
+    )
+    connected_at = models.DateTimeField(null=True, blank=True)
+    disconnect_policy = models.CharField(max_length=200, blank=True)
+    retry_ms = models.PositiveIntegerField(null=True, blank=True)
     created_at = models.DateTimeField(default=timezone.now)
     finished_at = models.DateTimeField(null=True, blank=True, db_index=True)
 
@@ -137,6 +147,34 @@ class Event(models.Model):
     @property
     def event_id(self):
         return f"{self.stream_id}-{self.seq}"
+
+
+class StreamConnection(models.Model):
+    """A connection of a stream that ended before the stream did, or a resumption: the timeline."""
+
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="connections")
+    worker = models.CharField(max_length=100, blank=True)
+    opened_at = models.DateTimeField(default=timezone.now)
+    closed_at = models.DateTimeField(null=True, blank=True)
+    resumed_from = models.PositiveIntegerField(null=True, blank=True, help_text="Last-Event-ID seq")
+    close_reason = models.CharField(max_length=32, blank=True)
+
+    class Meta:
+        ordering = ["stream", "opened_at", "id"]
+
+
+class Worker(models.Model):
+    """A daphne process serving MCP, with its heartbeat."""
+
+    id = models.CharField(max_length=100, primary_key=True)
+    host = models.CharField(max_length=200)
+    pid = models.PositiveIntegerField()
+    started_at = models.DateTimeField(default=timezone.now)
+    heartbeat_at = models.DateTimeField(default=timezone.now, db_index=True)
+    stopping = models.BooleanField(default=False)
+
+    def __str__(self):
+        return self.id
 
 
 class Subscription(models.Model):
