@@ -22,6 +22,8 @@ DEFAULTS = {
     "CLIENT_REQUEST_TIMEOUT": None,
     # How often a worker compares the streams it holds with the table (lost wake-ups, Redis restarts).
     "WAKEUP_SWEEP_SECONDS": 2.0,
+    # A request's worker renews its lease every third of this; past it, the request is failed.
+    "LEASE_SECONDS": 30.0,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

@@ -98,6 +98,14 @@ BUILTIN_DISCONNECT = {
 }
 
 
+def describe(value) -> str:
+    """A policy setting as text, for the admin: its name, dotted path or class path."""
+    if isinstance(value, str):
+        return value
+    cls = value if isinstance(value, type) else type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
 def resolve_disconnect(value) -> DisconnectPolicy:
     """A name, a dotted path, a class or an instance -> a policy instance."""
     if isinstance(value, DisconnectPolicy):

@@ -3,7 +3,8 @@ import pytest
 from django.core.management import call_command
 
 from example_project.asgi import application
-from mcp_transport.models import Session
+from mcp_transport.models import Session, Stream
+from mcp_transport.streams.heartbeat import heartbeat
 from mcp_transport.testing import MCPCommunicator, parse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -37,6 +38,12 @@ async def test_resume_after_disconnect_replays_the_rest():
     progress = [m["params"]["progress"] for m in first.messages + rest.messages if m.get("method")]
     assert progress == [1, 2, 3, 4, 5]
     assert rest.result == {"content": [{"type": "text", "text": "done 5"}]}
+
+    await heartbeat.flush()
+    stream = await Stream.objects.aget(pk=int(last_id.split("-")[0]))
+    assert stream.reconnects == 1 and stream.connected_worker == "" and stream.status == "completed"
+    log = [(c.resumed_from, c.close_reason) async for c in stream.connections.all()]
+    assert log == [(None, "client"), (int(last_id.split("-")[1]), "completed")]
 
 
 def test_parse_events_handles_multiline_and_comments():

@@ -139,3 +139,31 @@ def test_resuming_on_b_closes_the_old_connection_on_a(cluster):
     assert replaced.closed_by_server and replaced.retry is not None
     assert not any("result" in m for m in replaced.messages)
     assert resumed.messages[-1]["id"] == request_id and "result" in resumed.messages[-1]
+
+
+def test_kill_9_of_the_worker_running_a_call_fails_the_call_cleanly():
+    """The lease of the dead worker's request runs out; the resumed client gets an error, not a hang."""
+    import signal
+
+    with Cluster(workers=2, transport={"LEASE_SECONDS": 1.5}) as c:
+        a, b = c.workers
+        client = on(a)
+        client.initialize()
+        seen = []
+
+        def stop(event):
+            seen.append(event)
+            return len([e for e in seen if e.data]) >= 3
+
+        request_id, first = client.call_tool("progress", {"count": 200, "delay": 0.05}, progress_token="k", stop=stop)
+        a.proc.send_signal(signal.SIGKILL)
+        a.proc.wait()
+        resumed = on(b, client).resume(first.last_id, read_timeout=20)
+        final = resumed.messages[-1]
+        assert final["id"] == request_id and final["error"]["data"]["reason"] == "worker_lost"
+        progress = [m["params"]["progress"] for m in first.messages + resumed.messages
+                    if m.get("method") == "notifications/progress"]
+        assert progress == list(range(1, len(progress) + 1))
+        again = on(b, client)
+        again_id, echo = again.call_tool("echo", {"message": "still here"})
+        assert echo.messages[-1]["result"]["content"][0]["text"] == "still here"

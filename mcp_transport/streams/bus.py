@@ -21,7 +21,7 @@ class Listener:
         self.close_retry_ms: int | None = None
         self.closing = False
         self.ended = False
-        self.replaced = False
+        self.close_reason = ""
         # Set when events may be in the table that `events` does not hold (a remote wake-up).
         self.stale = False
         self.delivered = -1
@@ -82,12 +82,15 @@ def end(stream_id: int):
         listener.wake.set()
 
 
-def close_connections(stream_id: int, retry_ms: int | None, *, keep: Listener | None = None, replaced=False):
-    """Ask the connections on a stream to close (sending `retry` first); the stream goes on."""
+def close_connections(stream_id: int, retry_ms: int | None, *, keep: Listener | None = None, reason="server"):
+    """Ask the connections on a stream to close (sending `retry` first); the stream goes on.
+
+    `reason` (tool, admin, replaced, shutdown...) is recorded in the stream's timeline.
+    """
     for listener in list(_listeners.get(stream_id, ())):
         if listener is keep:
             continue
         listener.closing = True
-        listener.replaced = replaced
+        listener.close_reason = reason
         listener.close_retry_ms = retry_ms
         listener.wake.set()

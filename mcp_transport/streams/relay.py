@@ -110,9 +110,9 @@ class Relay:
         if self.remote:
             self._send_group(stream_group(stream_id), {"type": WAKE, "stream": stream_id, "seq": seq})
 
-    def close(self, stream_id: int, retry_ms: int | None, replaced=False):
+    def close(self, stream_id: int, retry_ms: int | None, reason="server"):
         self._send_group(stream_group(stream_id), {"type": CLOSE, "stream": stream_id, "retry": retry_ms,
-                                                   "replaced": replaced})
+                                                   "reason": reason})
 
     def end(self, stream_id: int):
         self._send_group(stream_group(stream_id), {"type": END, "stream": stream_id})
@@ -153,7 +153,7 @@ class Relay:
         if kind == WAKE:
             bus.mark_stale(message["stream"], message.get("seq"))
         elif kind == CLOSE:
-            bus.close_connections(message["stream"], message.get("retry"), replaced=message.get("replaced", False))
+            bus.close_connections(message["stream"], message.get("retry"), reason=message.get("reason", "server"))
         elif kind == END:
             bus.end(message["stream"])
         elif kind == CANCEL:
@@ -194,9 +194,9 @@ def publish(stream_id: int, events):
         relay.wake(stream_id, events[-1].seq)
 
 
-def close_connections(stream_id: int, retry_ms: int | None, *, keep=None, replaced=False):
-    bus.close_connections(stream_id, retry_ms, keep=keep, replaced=replaced)
-    relay.close(stream_id, retry_ms, replaced)
+def close_connections(stream_id: int, retry_ms: int | None, *, keep=None, reason="server"):
+    bus.close_connections(stream_id, retry_ms, keep=keep, reason=reason)
+    relay.close(stream_id, retry_ms, reason)
 
 
 def end(stream_id: int):

@@ -87,7 +87,7 @@ class StreamOutbox:
 
     async def close_connection(self, retry_ms):
         if self.stream_id is not None:
-            relay.close_connections(self.stream_id, retry_ms)
+            relay.close_connections(self.stream_id, retry_ms, reason="tool")
 
     async def notify_session(self, message: dict):
         await send_to_session(self.session.id, message)

@@ -6,6 +6,7 @@ so sequence order is commit order and a reader never sees seq N+1 before seq N.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
 import secrets
@@ -19,7 +20,7 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..models import Event, Session, Stream, Subscription
+from ..models import Event, Session, Stream, StreamConnection, Subscription, Worker
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
 WORKER = f"{re.sub(r'[^A-Za-z0-9.-]', '-', socket.gethostname())[:40]}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -111,12 +112,19 @@ def active_session_ids(server: str) -> list[str]:
     return list(_active_sessions().filter(server=server).values_list("id", flat=True))
 
 
-def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False) -> tuple[int, StoredEvent | None]:
-    """A new request stream, with its priming event (seq 0) when the session gets one."""
+def _lease():
+    return timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
+
+
+def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
+                retry_ms=None) -> tuple[int, StoredEvent | None]:
+    """A new request stream, run and held by this worker, with its priming event (seq 0) if due."""
+    now = timezone.now()
     with transaction.atomic():
         stream = Stream.objects.create(
             session_id=session_id, kind=Stream.Kind.REQUEST, method=method, request_id=request_id,
-            tool_name=tool_name[:200], worker=WORKER,
+            tool_name=tool_name[:200], worker=WORKER, lease_expires_at=_lease(), connected_worker=WORKER,
+            connected_at=now, created_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms,
         )
         if not prime:
             return stream.id, None
@@ -148,7 +156,7 @@ def find_stream(session_id: str, stream_id: int) -> Stream | None:
 def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
     table = Stream._meta.db_table
     if connection.vendor in ("sqlite", "postgresql"):
-        sets, params = ["last_seq = last_seq + %s"], [count]
+        sets, params = ["last_seq = last_seq + %s", "last_event_at = %s"], [count, timezone.now()]
         if finish:
             sets += ["status = %s", "finished_at = %s"]
             params += [finish, timezone.now()]
@@ -159,7 +167,7 @@ def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
             )
             row = cursor.fetchone()
         return row[0] if row else None
-    updates = {"last_seq": F("last_seq") + count}
+    updates = {"last_seq": F("last_seq") + count, "last_event_at": timezone.now()}
     if finish:
         updates.update(status=finish, finished_at=timezone.now())
     if not Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).update(**updates):
@@ -216,8 +224,65 @@ def stream_progress(stream_ids) -> dict[int, tuple[int, str]]:
     return {pk: (last, status) for pk, last, status in rows}
 
 
-def count_reconnect(stream_id: int):
-    Stream.objects.filter(pk=stream_id).update(reconnects=F("reconnects") + 1)
+def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_ms: int | None = None) -> int:
+    """A connection (resumption, or a new GET) now holds the stream here: returns its log row id."""
+    now = timezone.now()
+    updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
+    if resumed_from is not None:
+        updates["reconnects"] = F("reconnects") + 1
+    with transaction.atomic():
+        Stream.objects.filter(pk=stream_id).update(**updates)
+        return StreamConnection.objects.create(
+            stream_id=stream_id, worker=WORKER, opened_at=now, resumed_from=resumed_from
+        ).pk
+
+
+def disconnected(records: list[tuple[int, int | None, str, object]]):
+    """Connections that ended before their stream: (stream id, log row id or None, reason, when)."""
+    with transaction.atomic():
+        for stream_id, log_id, reason, when in records:
+            Stream.objects.filter(pk=stream_id, connected_worker=WORKER).update(connected_worker="")
+            if log_id is None:
+                opened = Stream.objects.filter(pk=stream_id).values_list("created_at", flat=True).first()
+                if opened is not None:
+                    StreamConnection.objects.create(stream_id=stream_id, worker=WORKER, opened_at=opened,
+                                                    closed_at=when, close_reason=reason)
+            else:
+                StreamConnection.objects.filter(pk=log_id).update(closed_at=when, close_reason=reason)
+
+
+def heartbeat(host: str, pid: int, stopping=False):
+    """This worker is alive: its row, and the leases of the requests it runs."""
+    now = timezone.now()
+    Worker.objects.update_or_create(id=WORKER, defaults=dict(host=host, pid=pid, heartbeat_at=now,
+                                                            stopping=stopping))
+    Stream.objects.filter(worker=WORKER, status=Stream.Status.OPEN, kind=Stream.Kind.REQUEST).update(
+        lease_expires_at=_lease()
+    )
+
+
+def orphan_error(stream: Stream) -> str:
+    from ..protocol import jsonrpc
+
+    request_id = json.loads(stream.request_id) if stream.request_id else None
+    return jsonrpc.dumps(jsonrpc.error(
+        request_id, jsonrpc.INTERNAL_ERROR,
+        f"The worker running this request ({stream.worker}) stopped before it finished; please retry",
+        {"reason": "worker_lost", "worker": stream.worker},
+    ))
+
+
+def fail_orphans(stream_id: int | None = None) -> list[StoredEvent]:
+    """Requests whose worker's lease ran out end with a JSON-RPC error, so no client waits forever."""
+    orphans = Stream.objects.filter(
+        status=Stream.Status.OPEN, kind=Stream.Kind.REQUEST, lease_expires_at__lt=timezone.now()
+    )
+    if stream_id is not None:
+        orphans = orphans.filter(pk=stream_id)
+    failed = []
+    for stream in orphans[:500]:
+        failed += append(stream.id, [orphan_error(stream)], finish=Stream.Status.FAILED)
+    return failed
 
 
 def prune() -> dict:
@@ -244,6 +309,9 @@ afind_stream = database_sync_to_async(find_stream)
 aappend = database_sync_to_async(append)
 afinish = database_sync_to_async(finish)
 aevents_after = database_sync_to_async(events_after)
-acount_reconnect = database_sync_to_async(count_reconnect)
+aconnected = database_sync_to_async(connected)
+adisconnected = database_sync_to_async(disconnected)
+aheartbeat = database_sync_to_async(heartbeat)
+afail_orphans = database_sync_to_async(fail_orphans)
 arequest_worker = database_sync_to_async(request_worker)
 astream_progress = database_sync_to_async(stream_progress)

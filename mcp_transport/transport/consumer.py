@@ -22,6 +22,7 @@ from ..models import Event, Stream
 from ..protocol import jsonrpc
 from ..protocol.server import get_server
 from ..streams import bus, relay, runner, store
+from ..streams.heartbeat import heartbeat
 from . import guards, sse
 from .guards import Rejected
 
@@ -49,6 +50,7 @@ class MCPConsumer(AsyncConsumer):
         self.responded = False
         self.pump: asyncio.Task | None = None
         self.cors: list = []
+        self.log_id: int | None = None
 
     async def __call__(self, scope, receive, send):
         # No per-connection channel: wake-ups go through streams.bus, once per process.
@@ -57,6 +59,7 @@ class MCPConsumer(AsyncConsumer):
         self.server = get_server(self.server_ref)
         self.headers = guards.header_map(scope)
         await relay.relay.start()
+        heartbeat.start()
         try:
             await await_many_dispatch([receive], self.dispatch)
         except StopConsumer:
@@ -220,18 +223,35 @@ class MCPConsumer(AsyncConsumer):
             if "requestId" in params:
                 await runner.cancel_anywhere(session.id, params["requestId"], params.get("reason"))
 
+    def policies_for(self, session, tool_name: str):
+        """The disconnect and retry policies in force for a connection, and how to show them."""
+        tool = self.server.tools.get(tool_name) if tool_name else None
+        if tool is not None and tool.disconnect_policy is not None:
+            disconnect, label = policies.resolve_disconnect(tool.disconnect_policy), policies.describe(tool.disconnect_policy)
+        else:
+            disconnect, label = policies.default_disconnect(), policies.describe(mcp_settings.DISCONNECT_POLICY)
+        if tool is not None and tool.retry_ms is not None:
+            retry = policies.resolve_retry(tool.retry_ms)
+        else:
+            retry = policies.default_retry()
+        if session.protocol_version < PRIMING_VERSION:
+            disconnect, label = policies.Never(), f"never ({session.protocol_version} client)"
+        return disconnect, retry, label
+
     async def open_request_stream(self, session, message):
         params = message.params or {}
         tool_name = params.get("name", "") if message.method == "tools/call" else ""
         tool_name = tool_name if isinstance(tool_name, str) else ""
+        disconnect, retry, label = self.policies_for(session, tool_name)
+        retry_ms = retry.retry_ms(policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
         stream_id, priming = await store.aopen_stream(
             session.id, method=message.method, request_id=runner.request_key(message.id),
-            tool_name=tool_name, prime=session.protocol_version >= PRIMING_VERSION,
+            tool_name=tool_name, prime=session.protocol_version >= PRIMING_VERSION, policy=label, retry_ms=retry_ms,
         )
         listener = await self.listen(stream_id)
         runner.start_on_stream(self.server, session, message, stream_id, self.scope)
         conn = policies.Connection(stream_id, Stream.Kind.REQUEST, message.method, tool_name)
-        await self.start_stream(session, listener, conn, [priming] if priming else [], 0)
+        await self.start_stream(session, listener, conn, [priming] if priming else [], 0, disconnect, retry_ms)
 
     async def get(self):
         guards.check_get_headers(self.headers)
@@ -247,7 +267,11 @@ class MCPConsumer(AsyncConsumer):
         listener = await self.listen(stream_id)
         events, _ = await store.aevents_after(stream_id, last_seq)
         conn = policies.Connection(stream_id, Stream.Kind.STANDALONE)
-        await self.start_stream(session, listener, conn, events, last_seq, reprime=store.format_event_id(stream_id, last_seq))
+        disconnect, retry, label = self.policies_for(session, "")
+        retry_ms = retry.retry_ms(conn)
+        self.log_id = await store.aconnected(stream_id, None, label, retry_ms)
+        await self.start_stream(session, listener, conn, events, last_seq, disconnect, retry_ms,
+                                reprime=store.format_event_id(stream_id, last_seq))
 
     async def resume(self, session, last_event_id: str):
         parsed = store.parse_event_id(last_event_id)
@@ -258,14 +282,22 @@ class MCPConsumer(AsyncConsumer):
         if stream is None or seq > stream.last_seq:
             raise Rejected(404, "Not Found: no such event in this session")
         listener = await self.listen(stream_id)
-        relay.close_connections(stream_id, None, keep=listener, replaced=True)
+        relay.close_connections(stream_id, None, keep=listener, reason="replaced")
+        if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
+            failed = await store.afail_orphans(stream_id)
+            if failed:
+                logger.warning("Stream %s failed on resume: its worker's lease expired", stream_id)
+                relay.publish(stream_id, failed)
         events, status = await store.aevents_after(stream_id, seq)
-        await store.acount_reconnect(stream_id)
         conn = policies.Connection(
             stream_id, stream.kind, stream.method, stream.tool_name, reconnects=stream.reconnects + 1, resumed=True
         )
+        disconnect, retry, label = self.policies_for(session, stream.tool_name)
+        retry_ms = retry.retry_ms(conn)
+        self.log_id = await store.aconnected(stream_id, seq, label, retry_ms)
         ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
-        await self.start_stream(session, listener, conn, events, seq, reprime=last_event_id, ended=ended)
+        await self.start_stream(session, listener, conn, events, seq, disconnect, retry_ms,
+                                reprime=last_event_id, ended=ended)
 
     async def listen(self, stream_id: int) -> bus.Listener:
         """Subscribe before reading the table, so no event falls between replay and live."""
@@ -277,17 +309,10 @@ class MCPConsumer(AsyncConsumer):
         bus.unlisten(listener)
         relay.relay.leave(listener.stream_id)
 
-    async def start_stream(self, session, listener, conn, events, last_seq, *, reprime=None, ended=False):
+    async def start_stream(self, session, listener, conn, events, last_seq, disconnect, retry_ms, *,
+                           reprime=None, ended=False):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
-        tool = self.server.tools.get(conn.tool) if conn.tool else None
-        disconnect = policies.default_disconnect()
-        retry = policies.default_retry()
-        if tool is not None and tool.disconnect_policy is not None:
-            disconnect = policies.resolve_disconnect(tool.disconnect_policy)
-        if tool is not None and tool.retry_ms is not None:
-            retry = policies.resolve_retry(tool.retry_ms)
         polling = session.protocol_version >= PRIMING_VERSION
-        retry_ms = retry.retry_ms(conn)
         first = b"".join(self.frame(e, retry_ms) for e in events)
         if not first:
             first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
@@ -297,12 +322,16 @@ class MCPConsumer(AsyncConsumer):
         await self.send_body(first, more_body=not done)
         if done:
             self.unlisten(listener)
+            self.record_end(conn, "completed")
             return
         listener.delivered = last_seq
         conn.events_sent = len(events)
-        self.pump = asyncio.ensure_future(
-            self.run_pump(listener, conn, last_seq, disconnect if polling else policies.Never(), retry, retry_ms)
-        )
+        self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms))
+
+    def record_end(self, conn, reason: str):
+        """The timeline keeps resumed connections and connections that ended before their stream."""
+        if self.log_id is not None or reason not in ("completed", "ended"):
+            heartbeat.disconnected(conn.stream_id, self.log_id, reason)
 
     @staticmethod
     def frame(event, retry_ms):
@@ -310,28 +339,32 @@ class MCPConsumer(AsyncConsumer):
             return sse.event(event.event_id, "", retry_ms)
         return sse.event(event.event_id, event.payload)
 
-    async def run_pump(self, listener, conn, last_seq, disconnect, retry, retry_ms):
+    async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms):
+        reason = "client"
         try:
-            await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms)
+            reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms)
         except asyncio.CancelledError:
             raise
         except Exception:
+            reason = "error"
             logger.exception("SSE connection on stream %s failed", conn.stream_id)
             await self.send_body(b"", more_body=False)
         finally:
             self.unlisten(listener)
+            self.record_end(conn, reason)
 
-    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms):
+    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms) -> str:
+        """Write the stream's events as they come; returns why the connection ended."""
         keepalive = float(mcp_settings.KEEPALIVE_SECONDS)
         while True:
             if listener.closing:
                 await self.send_body(sse.retry(listener.close_retry_ms or retry_ms))
-                return
+                return listener.close_reason
             now = time.monotonic()
             deadline = disconnect.deadline(conn)
             if deadline is not None and now >= deadline:
                 await self.send_body(sse.retry(retry_ms))
-                return
+                return "policy"
             timeout = keepalive if deadline is None else min(keepalive, deadline - now)
             try:
                 await asyncio.wait_for(listener.wake.wait(), timeout)
@@ -352,10 +385,10 @@ class MCPConsumer(AsyncConsumer):
                 final = any(e.kind == Event.Kind.FINAL for e in events)
                 await self.send_body(b"".join(self.frame(e, retry_ms) for e in events), more_body=not final)
                 if final:
-                    return
+                    return "completed"
             if ended:
                 await self.send_body(b"")
-                return
+                return "ended"
 
     async def delete(self):
         guards.check_protocol_version(self.headers)

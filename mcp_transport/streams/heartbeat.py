@@ -1,0 +1,60 @@
+"""This process's periodic duties: its heartbeat and leases, failing orphaned requests, and
+recording connections that ended before their stream (batched: one write per interval, not per call).
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+
+from django.utils import timezone
+
+from ..conf import mcp_settings
+from . import relay, store
+
+logger = logging.getLogger("mcp_transport")
+FLUSH_SECONDS = 0.5
+
+
+class Heartbeat:
+    def __init__(self):
+        self._task: asyncio.Task | None = None
+        self._ended: list[tuple[int, int | None, str, object]] = []
+
+    def start(self):
+        if self._task is None or self._task.done():
+            self._task = asyncio.ensure_future(self._run())
+
+    def disconnected(self, stream_id: int, log_id: int | None, reason: str):
+        self._ended.append((stream_id, log_id, reason, timezone.now()))
+
+    async def flush(self):
+        records, self._ended = self._ended, []
+        if records:
+            await store.adisconnected(records)
+
+    async def beat(self):
+        await store.aheartbeat(socket.gethostname(), os.getpid())
+        failed = await store.afail_orphans()
+        for stream_id in {e.stream_id for e in failed}:
+            logger.warning("Stream %s failed: its worker's lease expired", stream_id)
+            relay.publish(stream_id, [e for e in failed if e.stream_id == stream_id])
+
+    async def _run(self):
+        next_beat = 0.0
+        loop = asyncio.get_running_loop()
+        while True:
+            try:
+                await self.flush()
+                if loop.time() >= next_beat:
+                    next_beat = loop.time() + float(mcp_settings.LEASE_SECONDS) / 3
+                    await self.beat()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("Heartbeat failed; retrying", exc_info=True)
+            await asyncio.sleep(FLUSH_SECONDS)
+
+
+heartbeat = Heartbeat()
