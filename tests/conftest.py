@@ -1,5 +1,7 @@
 import pytest
 
+from mcp_transport.streams.executor import executor
+
 from .live import DaphneServer, MCPClient
 
 
@@ -30,3 +32,10 @@ def client(example_server):
     c = MCPClient(example_server.url)
     yield c
     c.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_database_thread(django_db_setup, django_db_blocker):
+    """The store's database thread keeps a connection; close it before the test database goes."""
+    yield
+    executor.close()

@@ -10,5 +10,6 @@ DATABASES = {
         "USER": os.environ.get("MCP_TEST_PG_USER", "postgres"),
         "HOST": os.environ.get("MCP_TEST_PG_HOST", "127.0.0.1"),
         "PORT": os.environ.get("MCP_TEST_PG_PORT", "5432"),
+        "CONN_MAX_AGE": 0,
     }
 }

@@ -4,6 +4,7 @@ from django.core.management import call_command
 
 from example_project.asgi import application
 from mcp_transport.models import Session, Stream
+from mcp_transport.streams.executor import executor
 from mcp_transport.streams.heartbeat import heartbeat
 from mcp_transport.testing import MCPCommunicator, parse_events
 
@@ -40,9 +41,12 @@ async def test_resume_after_disconnect_replays_the_rest():
     assert rest.result == {"content": [{"type": "text", "text": "done 5"}]}
 
     await heartbeat.flush()
-    stream = await Stream.objects.aget(pk=int(last_id.split("-")[0]))
+    stream_id = int(last_id.split("-")[0])
+    stream, log = await executor.run(
+        lambda: (Stream.objects.get(pk=stream_id), [(c.resumed_from, c.close_reason) for c in
+                                                    Stream.objects.get(pk=stream_id).connections.all()])
+    )
     assert stream.reconnects == 1 and stream.connected_worker == "" and stream.status == "completed"
-    log = [(c.resumed_from, c.close_reason) async for c in stream.connections.all()]
     assert log == [(None, "client"), (int(last_id.split("-")[1]), "completed")]
 
 
@@ -73,3 +77,16 @@ async def test_cors_for_allowed_origins():
         denied = await client.send("OPTIONS", headers={"origin": "https://evil.example",
                                                        "access-control-request-method": "POST"})
         assert denied.status == 403
+
+
+async def test_initialize_ignores_a_newer_version_header_but_later_requests_do_not():
+    client = MCPCommunicator(application)
+    response = await client.post(
+        {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+         "params": {"protocolVersion": "2026-07-28", "capabilities": {}, "clientInfo": {"name": "n", "version": "1"}}},
+        headers={"mcp-protocol-version": "2026-07-28"},
+    )
+    assert response.status == 200 and response.json["result"]["protocolVersion"] == "2025-11-25"
+    client.session_id = response.headers["mcp-session-id"]
+    refused = await client.request("ping", headers={"mcp-protocol-version": "2026-07-28"})
+    assert refused.status == 400 and "MCP-Protocol-Version" in refused.json["error"]["message"]

@@ -161,17 +161,23 @@ class Dispatcher:
         arg_name, value = argument.get("name"), argument.get("value", "")
         if not isinstance(arg_name, str) or not isinstance(value, str):
             raise InvalidParams("Invalid params: argument 'name' and 'value' must be strings")
-        if ref.get("type") == "ref/prompt":
-            target = self.server.prompts.get(ref.get("name"))
-            missing = f"Unknown prompt: {ref.get('name')}"
-        elif ref.get("type") == "ref/resource":
-            target = self.server.resources.get(ref.get("uri"))
-            missing = f"Unknown resource template: {ref.get('uri')}"
-        else:
+        ref_type = ref.get("type")
+        key = {"ref/prompt": "name", "ref/resource": "uri"}.get(ref_type) if isinstance(ref_type, str) else None
+        if key is None:
             raise InvalidParams("Invalid params: ref.type must be ref/prompt or ref/resource")
+        name = ref.get(key)
+        if not isinstance(name, str):
+            raise InvalidParams(f"Invalid params: ref.{key} must be a string")
+        target = (self.server.prompts if key == "name" else self.server.resources).get(name)
         if target is None:
-            raise InvalidParams(missing)
-        context_args = (params.get("context") or {}).get("arguments") or {}
+            raise InvalidParams(f"Unknown {'prompt' if key == 'name' else 'resource template'}: {name}")
+        context = params.get("context")
+        context_args = context.get("arguments") if isinstance(context, dict) else None
+        if context is not None and not isinstance(context, dict) or (
+            context_args is not None and not isinstance(context_args, dict)
+        ):
+            raise InvalidParams("Invalid params: 'context' must be an object with an 'arguments' object")
+        context_args = context_args or {}
         completer = target.completions.get(arg_name)
         values = []
         if completer is not None:

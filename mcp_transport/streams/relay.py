@@ -27,6 +27,8 @@ CLOSE = "mcp.close"
 END = "mcp.end"
 CANCEL = "mcp.cancel"
 RESPOND = "mcp.respond"
+SESSION_END = "mcp.session_end"
+ALL_WORKERS = "mcp.workers"
 _GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 
 
@@ -60,6 +62,7 @@ class Relay:
         self.remote = not isinstance(self.layer, InMemoryChannelLayer)
         self.channel = await self.layer.new_channel(prefix="mcp")
         await self.layer.group_add(worker_group(store.WORKER), self.channel)
+        await self.layer.group_add(ALL_WORKERS, self.channel)
         self._spawn(self._receive_forever())
         if self.remote:
             self._spawn(self._sweep_forever())
@@ -121,6 +124,9 @@ class Relay:
         self._send_group(worker_group(worker), {"type": CANCEL, "session": session_id, "request": request_id,
                                                 "reason": reason})
 
+    def session_ended(self, session_id: str):
+        self._send_group(ALL_WORKERS, {"type": SESSION_END, "session": session_id})
+
     def respond(self, worker: str, session_id: str, response: dict):
         self._send_group(worker_group(worker), {"type": RESPOND, "session": session_id, "response": response})
 
@@ -148,7 +154,7 @@ class Relay:
         from . import runner
 
         kind = message.get("type")
-        if message.get("origin") == store.WORKER and kind in (WAKE, CLOSE, END):
+        if message.get("origin") == store.WORKER and kind in (WAKE, CLOSE, END, SESSION_END):
             return
         if kind == WAKE:
             bus.mark_stale(message["stream"], message.get("seq"))
@@ -157,9 +163,12 @@ class Relay:
         elif kind == END:
             bus.end(message["stream"])
         elif kind == CANCEL:
-            runner.cancel(message["session"], message["request"], message.get("reason"))
+            runner.cancel(message["session"], message["request"], message.get("reason"), by=message.get("by"))
         elif kind == RESPOND:
             runner.resolve(message["session"], message["response"])
+        elif kind == SESSION_END:
+            store.forget_session(message["session"])
+            runner.cancel_session(message["session"])
 
     async def _sweep_forever(self):
         """Catch up on lost wake-ups and re-join groups a restarted Redis forgot."""
@@ -176,6 +185,7 @@ class Relay:
                             bus.mark_stale(stream_id, last_seq)
                 if rounds % 10 == 0:
                     await self.layer.group_add(worker_group(store.WORKER), self.channel)
+                    await self.layer.group_add(ALL_WORKERS, self.channel)
                     for stream_id in list(self.joined):
                         await self.layer.group_add(stream_group(stream_id), self.channel)
             except asyncio.CancelledError:

@@ -34,12 +34,19 @@ class InFlight:
     task: asyncio.Task | None = None
     stream_id: int | None = None
     cancelled_by_client: bool = False
+    # Set by an operator's cancel (the admin): the client gets a JSON-RPC error as the response.
+    cancelled_by_operator: bool = False
+    cancel_reason: str | None = None
     pending: set = field(default_factory=set)
 
 
 _inflight: dict[tuple[str, str], InFlight] = {}
 _pending: dict[tuple[str, str], asyncio.Future] = {}
 _standalone: dict[str, int] = {}
+
+
+def remember_standalone(session_id: str, stream_id: int):
+    _standalone[session_id] = stream_id
 
 
 async def send_to_session(session_id: str, message: dict):
@@ -114,10 +121,23 @@ async def _answer(server, session, message, stream_id, scope) -> tuple[dict, str
         return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text), Stream.Status.FAILED
 
 
+def operator_cancel_error(request_id, reason: str | None) -> dict:
+    return jsonrpc.error(request_id, jsonrpc.REQUEST_CANCELLED, "Request cancelled by an operator",
+                         {"reason": reason} if reason else None)
+
+
 async def _run_on_stream(server, session, message, stream_id, scope, inflight: InFlight):
     try:
         payload, status = await _answer(server, session, message, stream_id, scope)
     except asyncio.CancelledError:
+        if inflight.cancelled_by_operator:
+            error = operator_cancel_error(message.id, inflight.cancel_reason)
+            events = await store.aappend(stream_id, [jsonrpc.dumps(error)], finish=Stream.Status.CANCELLED)
+            if events:
+                relay.publish(stream_id, events)
+            else:
+                relay.end(stream_id)
+            return
         if inflight.cancelled_by_client:
             await store.afinish(stream_id, Stream.Status.CANCELLED)
             relay.end(stream_id)
@@ -155,6 +175,8 @@ async def answer_now(server, session, message, scope=None) -> dict | None:
         payload, _ = await task
         return payload
     except asyncio.CancelledError:
+        if inflight.cancelled_by_operator:
+            return operator_cancel_error(message.id, inflight.cancel_reason)
         if inflight.cancelled_by_client:
             return None
         raise
@@ -163,12 +185,19 @@ async def answer_now(server, session, message, scope=None) -> dict | None:
             del _inflight[key]
 
 
-def cancel(session_id: str, request_id, reason: str | None = None) -> bool:
+def cancel(session_id: str, request_id, reason: str | None = None, by: str | None = None) -> bool:
+    """Cancel a request running here. `by="operator"` (the admin): it ends with a JSON-RPC error;
+    otherwise (`notifications/cancelled`, the session's end) without a response."""
     inflight = _inflight.get((session_id, request_key(request_id)))
     if inflight is None or inflight.task is None or inflight.task.done():
         return False
-    logger.info("Request %r of session %s cancelled by the client: %s", request_id, session_id, reason or "-")
-    inflight.cancelled_by_client = True
+    by = "operator" if by == "operator" else "client"
+    logger.info("Request %r of session %s cancelled by the %s: %s", request_id, session_id, by, reason or "-")
+    if by == "operator":
+        inflight.cancelled_by_operator = True
+        inflight.cancel_reason = reason
+    else:
+        inflight.cancelled_by_client = True
     inflight.task.cancel()
     return True
 

@@ -6,20 +6,22 @@ so sequence order is commit order and a reader never sees seq N+1 before seq N.
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import secrets
 import socket
+import time
 from datetime import timedelta
 from typing import NamedTuple
 
-from channels.db import database_sync_to_async
 from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from ..conf import mcp_settings
+from .executor import batched
 from ..models import Event, Session, Stream, StreamConnection, Subscription, Worker
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
@@ -81,7 +83,7 @@ def get_session(session_id: str, server: str) -> Session | None:
 
 def terminate_session(session_id: str, server: str) -> bool:
     now = timezone.now()
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         found = _active_sessions().filter(pk=session_id, server=server).update(terminated_at=now)
         if found:
             Stream.objects.filter(session_id=session_id, status=Stream.Status.OPEN).update(
@@ -116,25 +118,53 @@ def _lease():
     return timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
 
 
+def _can_return() -> bool:
+    return connection.vendor in ("sqlite", "postgresql")
+
+
+def _insert(model, rows: list[dict], returning: bool = False) -> list[int]:
+    """INSERT rows (all with the same keys) with one statement and no model machinery: the hot path.
+
+    Values go through each field's own database preparation, as the ORM would do.
+    """
+    fields = [model._meta.get_field(name) for name in rows[0]]
+    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
+    values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
+    params = [f.get_db_prep_save(row[f.name], connection) for row in rows for f in fields]
+    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES {values}"
+    with connection.cursor() as cursor:
+        if returning:
+            cursor.execute(sql + " RETURNING id", params)
+            return [row[0] for row in cursor.fetchall()]
+        cursor.execute(sql, params)
+    return []
+
+
 def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
                 retry_ms=None) -> tuple[int, StoredEvent | None]:
     """A new request stream, run and held by this worker, with its priming event (seq 0) if due."""
     now = timezone.now()
-    with transaction.atomic():
-        stream = Stream.objects.create(
-            session_id=session_id, kind=Stream.Kind.REQUEST, method=method, request_id=request_id,
-            tool_name=tool_name[:200], worker=WORKER, lease_expires_at=_lease(), connected_worker=WORKER,
-            connected_at=now, created_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms,
-        )
+    row = dict(
+        session=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
+        request_id=request_id, status=Stream.Status.OPEN, last_seq=0, reconnects=0, worker=WORKER,
+        lease_expires_at=_lease(), connected_worker=WORKER, connected_at=now,
+        disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
+    )
+    with transaction.atomic(savepoint=False):
+        if _can_return():
+            (stream_id,) = _insert(Stream, [row], returning=True)
+        else:
+            row["session_id"] = row.pop("session")
+            stream_id = Stream.objects.create(**row).id
         if not prime:
-            return stream.id, None
-        Event.objects.create(stream=stream, seq=0, kind=Event.Kind.PRIMING, payload="")
-    return stream.id, StoredEvent(stream.id, 0, Event.Kind.PRIMING, "")
+            return stream_id, None
+        _insert(Event, [dict(stream=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)])
+    return stream_id, StoredEvent(stream_id, 0, Event.Kind.PRIMING, "")
 
 
 def standalone_stream(session_id: str) -> tuple[int, int, bool]:
     """The session's GET stream (created with a priming event if missing) -> (id, last seq, created)."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         stream = Stream.objects.filter(session_id=session_id, kind=Stream.Kind.STANDALONE).first()
         if stream is not None:
             return stream.id, stream.last_seq, False
@@ -155,7 +185,7 @@ def find_stream(session_id: str, stream_id: int) -> Stream | None:
 
 def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
     table = Stream._meta.db_table
-    if connection.vendor in ("sqlite", "postgresql"):
+    if _can_return():
         sets, params = ["last_seq = last_seq + %s", "last_event_at = %s"], [count, timezone.now()]
         if finish:
             sets += ["status = %s", "finished_at = %s"]
@@ -180,7 +210,7 @@ def append(stream_id: int, payloads: list[str], finish: str | None = None) -> li
 
     Returns [] when the stream is no longer open (cancelled, session terminated).
     """
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         last = _bump(stream_id, len(payloads), finish)
         if last is None:
             return []
@@ -189,9 +219,9 @@ def append(stream_id: int, payloads: list[str], finish: str | None = None) -> li
         if finish:
             kinds[-1] = Event.Kind.FINAL
         events = [StoredEvent(stream_id, first + i, kinds[i], p) for i, p in enumerate(payloads)]
-        Event.objects.bulk_create(
-            [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload) for e in events]
-        )
+        now = timezone.now()
+        _insert(Event, [dict(stream=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
+                        for e in events])
     return events
 
 
@@ -204,7 +234,7 @@ def finish(stream_id: int, status: str) -> bool:
 
 def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     """Every stored event after `seq`, in order, and the stream's status read with them."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         status = Stream.objects.filter(pk=stream_id).values_list("status", flat=True).first()
         rows = Event.objects.filter(stream_id=stream_id, seq__gt=seq).order_by("seq").values_list("seq", "kind", "payload")
     return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
@@ -230,7 +260,7 @@ def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_
     updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
     if resumed_from is not None:
         updates["reconnects"] = F("reconnects") + 1
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         Stream.objects.filter(pk=stream_id).update(**updates)
         return StreamConnection.objects.create(
             stream_id=stream_id, worker=WORKER, opened_at=now, resumed_from=resumed_from
@@ -239,7 +269,7 @@ def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_
 
 def disconnected(records: list[tuple[int, int | None, str, object]]):
     """Connections that ended before their stream: (stream id, log row id or None, reason, when)."""
-    with transaction.atomic():
+    with transaction.atomic(savepoint=False):
         for stream_id, log_id, reason, when in records:
             Stream.objects.filter(pk=stream_id, connected_worker=WORKER).update(connected_worker="")
             if log_id is None:
@@ -295,23 +325,55 @@ def prune() -> dict:
     return {"streams": streams, "sessions": sessions + terminated}
 
 
-acreate_session = database_sync_to_async(create_session)
-aget_session = database_sync_to_async(get_session)
-aterminate_session = database_sync_to_async(terminate_session)
-aset_log_level = database_sync_to_async(set_log_level)
-asubscribe = database_sync_to_async(subscribe)
-aunsubscribe = database_sync_to_async(unsubscribe)
-asubscribed_sessions = database_sync_to_async(subscribed_sessions)
-aactive_session_ids = database_sync_to_async(active_session_ids)
-aopen_stream = database_sync_to_async(open_stream)
-astandalone_stream = database_sync_to_async(standalone_stream)
-afind_stream = database_sync_to_async(find_stream)
-aappend = database_sync_to_async(append)
-afinish = database_sync_to_async(finish)
-aevents_after = database_sync_to_async(events_after)
-aconnected = database_sync_to_async(connected)
-adisconnected = database_sync_to_async(disconnected)
-aheartbeat = database_sync_to_async(heartbeat)
-afail_orphans = database_sync_to_async(fail_orphans)
-arequest_worker = database_sync_to_async(request_worker)
-astream_progress = database_sync_to_async(stream_progress)
+acreate_session = batched(create_session)
+_get_session = batched(get_session)
+_touch = batched(lambda session_id, now: Session.objects.filter(pk=session_id).update(last_seen_at=now))
+# Sessions seen in the last seconds, so a burst of requests costs one lookup. A DELETE here
+# forgets its session at once; other workers hear of it through the relay.
+SESSION_CACHE_SECONDS = 2.0
+_sessions: dict[str, tuple[float, Session]] = {}
+
+
+async def aget_session(session_id: str, server: str) -> Session | None:
+    now = time.monotonic()
+    hit = _sessions.get(session_id)
+    if hit is not None and hit[0] > now and hit[1].server == server:
+        session = hit[1]
+        wall = timezone.now()
+        if wall - session.last_seen_at > TOUCH_EVERY:
+            session.last_seen_at = wall
+            asyncio.ensure_future(_touch(session_id, wall))
+        return session
+    session = await _get_session(session_id, server)
+    if session is not None:
+        if len(_sessions) > 10000:
+            for key in [k for k, (expires, _) in _sessions.items() if expires <= now]:
+                del _sessions[key]
+        _sessions[session_id] = (now + SESSION_CACHE_SECONDS, session)
+    else:
+        _sessions.pop(session_id, None)
+    return session
+
+
+def forget_session(session_id: str):
+    _sessions.pop(session_id, None)
+
+
+aterminate_session = batched(terminate_session)
+aset_log_level = batched(set_log_level)
+asubscribe = batched(subscribe)
+aunsubscribe = batched(unsubscribe)
+asubscribed_sessions = batched(subscribed_sessions)
+aactive_session_ids = batched(active_session_ids)
+aopen_stream = batched(open_stream)
+astandalone_stream = batched(standalone_stream)
+afind_stream = batched(find_stream)
+aappend = batched(append)
+afinish = batched(finish)
+aevents_after = batched(events_after)
+aconnected = batched(connected)
+adisconnected = batched(disconnected)
+aheartbeat = batched(heartbeat)
+afail_orphans = batched(fail_orphans)
+arequest_worker = batched(request_worker)
+astream_progress = batched(stream_progress)

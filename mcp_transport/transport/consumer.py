@@ -177,13 +177,14 @@ class MCPConsumer(AsyncConsumer):
             await self.send_json(400, jsonrpc.error_from(None, exc))
             return
         try:
-            guards.check_protocol_version(self.headers)
+            # initialize is exempt: a client falling back from a newer revision may keep its header.
             if message.is_request and message.method == "initialize":
                 await self.initialize(message)
                 return
+            guards.check_protocol_version(self.headers)
             session = await self.load_session()
         except Rejected as exc:
-            await self.reject(exc, message.id)
+            await self.reject(exc, message.id if message.is_request else None)
             return
         if message.kind == "response":
             if not runner.resolve(session.id, message.raw):
@@ -262,6 +263,7 @@ class MCPConsumer(AsyncConsumer):
             await self.resume(session, last_event_id.strip())
             return
         stream_id, last_seq, _ = await store.astandalone_stream(session.id)
+        runner.remember_standalone(session.id, stream_id)
         if bus.listeners(stream_id):
             raise Rejected(409, "Conflict: this session already has a GET stream open")
         listener = await self.listen(stream_id)
@@ -326,7 +328,7 @@ class MCPConsumer(AsyncConsumer):
             return
         listener.delivered = last_seq
         conn.events_sent = len(events)
-        self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms))
+        self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms, polling))
 
     def record_end(self, conn, reason: str):
         """The timeline keeps resumed connections and connections that ended before their stream."""
@@ -339,10 +341,10 @@ class MCPConsumer(AsyncConsumer):
             return sse.event(event.event_id, "", retry_ms)
         return sse.event(event.event_id, event.payload)
 
-    async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms):
+    async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms, polling):
         reason = "client"
         try:
-            reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms)
+            reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms, polling)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -353,10 +355,13 @@ class MCPConsumer(AsyncConsumer):
             self.unlisten(listener)
             self.record_end(conn, reason)
 
-    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms) -> str:
+    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms, polling) -> str:
         """Write the stream's events as they come; returns why the connection ended."""
         keepalive = float(mcp_settings.KEEPALIVE_SECONDS)
         while True:
+            if listener.closing and not polling and listener.close_reason == "tool":
+                # A pre-2025-11-25 client may have no event id to resume from: keep its connection.
+                listener.closing = False
             if listener.closing:
                 await self.send_body(sse.retry(listener.close_retry_ms or retry_ms))
                 return listener.close_reason
@@ -394,5 +399,7 @@ class MCPConsumer(AsyncConsumer):
         guards.check_protocol_version(self.headers)
         session = await self.load_session()
         await store.aterminate_session(session.id, self.server.name)
+        store.forget_session(session.id)
         runner.cancel_session(session.id)
+        relay.relay.session_ended(session.id)
         await self.send_json(200, None)

@@ -1,0 +1,136 @@
+"""What an operator can do to live MCP traffic, from any process (the admin's views call these).
+
+The database says what to do; the Channels layer tells the workers, which act on their own
+connections and tasks (`streams.relay.Relay.handle`):
+
+- `close_connection`: `mcp.close` to every worker; the one holding the stream's connection
+  sends `retry` and closes it. The request goes on, the client resumes with `Last-Event-ID`.
+- `cancel_request`: `mcp.cancel` (by "operator") to the worker running the request; the tool
+  is cancelled and the stream ends with a JSON-RPC error (-32800) as the response.
+- `terminate_session`: the session is terminated in the table (clients get 404 and
+  re-initialize), then its requests are cancelled, its connections ended and every worker
+  forgets it.
+- `prune`: `streams.store.prune()`, the code of `manage.py mcp_prune`.
+
+These run synchronously (`async_to_sync` around the layer), in a view or a shell.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from datetime import timedelta
+
+from asgiref.sync import async_to_sync
+from channels.layers import get_channel_layer
+from django.db.models import Q
+from django.utils import timezone
+
+from .conf import mcp_settings
+from .models import Session, Stream
+from .streams import relay, store
+
+logger = logging.getLogger("mcp_transport")
+
+ORIGIN = "admin"
+OPERATOR = "operator"
+
+
+@dataclass
+class Outcome:
+    """What an operation did, in a sentence for the operator; `done` is False when nothing applied."""
+
+    done: bool
+    message: str
+
+
+class NoChannelLayer(RuntimeError):
+    pass
+
+
+def send(group: str, message: dict):
+    """One control message to a group of the Channels layer."""
+    layer = get_channel_layer()
+    if layer is None:
+        raise NoChannelLayer("No channel layer is configured (CHANNEL_LAYERS): workers cannot be told")
+    async_to_sync(layer.group_send)(group, {**message, "origin": ORIGIN})
+
+
+def close_connection(stream: Stream, retry_ms: int | None = None) -> Outcome:
+    """Close the stream's live connection now; the client reconnects after `retry` and loses nothing.
+
+    `retry_ms` None: the `retry` in force on that connection.
+    """
+    if stream.status != Stream.Status.OPEN:
+        return Outcome(False, f"Stream {stream.pk} is {stream.status}: it has no connection to close.")
+    # Every worker gets it and closes the connections it holds on that stream, if any: the row's
+    # `connected_worker` may lag a replaced connection by a moment, the workers never do.
+    send(relay.ALL_WORKERS, {"type": relay.CLOSE, "stream": stream.pk, "retry": retry_ms, "reason": ORIGIN})
+    if stream.connected_worker:
+        return Outcome(True, f"Closing the connection of stream {stream.pk} held by {stream.connected_worker}; "
+                             "the client reconnects after its retry interval.")
+    return Outcome(True, f"Stream {stream.pk} had no live connection recorded; any connection it has is closed.")
+
+
+def cancel_request(stream: Stream, reason: str = "Cancelled by an operator") -> Outcome:
+    """Cancel the request running on a stream: the tool is cancelled, the client gets an error response."""
+    if stream.kind != Stream.Kind.REQUEST or not stream.request_id:
+        return Outcome(False, f"Stream {stream.pk} is not a request stream: there is no request to cancel.")
+    if stream.status != Stream.Status.OPEN:
+        return Outcome(False, f"The request of stream {stream.pk} already ended ({stream.status}).")
+    if stream.lease_expires_at is not None and stream.lease_expires_at < timezone.now():
+        # Its worker is gone: nobody would hear the cancel. Fail it now, as the lease sweep would.
+        failed = store.fail_orphans(stream.pk)
+        if failed:
+            send(relay.ALL_WORKERS, {"type": relay.WAKE, "stream": stream.pk, "seq": failed[-1].seq})
+            return Outcome(True, f"The worker of stream {stream.pk} ({stream.worker}) is gone: "
+                                 "the request ended with an error.")
+        return Outcome(False, f"The request of stream {stream.pk} already ended.")
+    if not stream.worker:
+        return Outcome(False, f"Stream {stream.pk} records no worker running its request.")
+    send(relay.worker_group(stream.worker), {
+        "type": relay.CANCEL, "session": stream.session_id, "request": json.loads(stream.request_id),
+        "reason": reason, "by": OPERATOR,
+    })
+    return Outcome(True, f"Cancelling request {stream.request_id} of stream {stream.pk} on {stream.worker}; "
+                         "the client gets an error response.")
+
+
+def terminate_session(session: Session) -> Outcome:
+    """End a session: clients get 404 (and re-initialize), its requests are cancelled, its connections closed."""
+    if session.terminated_at is not None:
+        return Outcome(False, f"Session {session.pk} was already terminated.")
+    open_streams = list(
+        session.streams.filter(status=Stream.Status.OPEN).values_list("id", "kind", "worker", "request_id",
+                                                                      "connected_worker")
+    )
+    if not store.terminate_session(session.pk, session.server):
+        return Outcome(False, f"Session {session.pk} has expired: clients already get 404.")
+    reason = "Session terminated by an operator"
+    for stream_id, kind, worker, request_id, connected_worker in open_streams:
+        if kind == Stream.Kind.REQUEST and worker and request_id:
+            send(relay.worker_group(worker), {"type": relay.CANCEL, "session": session.pk,
+                                              "request": json.loads(request_id), "reason": reason})
+        if connected_worker:
+            send(relay.worker_group(connected_worker), {"type": relay.END, "stream": stream_id})
+    # Every worker forgets the session (its cache of live sessions, its GET stream, its waits).
+    send(relay.ALL_WORKERS, {"type": relay.SESSION_END, "session": session.pk})
+    return Outcome(True, f"Terminated session {session.pk} ({len(open_streams)} open stream(s) ended); "
+                         "its client gets 404 and must initialize again.")
+
+
+def prune_preview() -> dict:
+    """What `prune()` would delete now: the same cutoffs as `streams.store.prune`."""
+    now = timezone.now()
+    idle = now - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
+    retention = now - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+    sessions = Session.objects.filter(Q(last_seen_at__lt=idle) | Q(terminated_at__lt=retention))
+    streams = Stream.objects.filter(Q(finished_at__lt=retention) | Q(session__in=sessions))
+    return {"sessions": sessions.count(), "streams": streams.count()}
+
+
+def prune() -> Outcome:
+    """`manage.py mcp_prune`: expired and terminated sessions, finished streams past their retention."""
+    counts = store.prune()
+    return Outcome(True, f"Pruned {counts['sessions']} session rows and {counts['streams']} stream rows "
+                         "(with their events).")

@@ -1,0 +1,91 @@
+"""One database thread per process, fed in batches: group commit for the event store.
+
+Every store operation is a sync function. Callers on the event loop queue it and await
+its result; the thread runs everything queued so far in one transaction, in order. Under
+load one commit (and one thread hop) serves many calls, which is what lets every event be
+stored before it is sent and still be fast. If an operation fails, the batch is rolled
+back and each operation re-run alone, so one failure never leaks into another's result.
+"""
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+
+from django.db import close_old_connections, connection, transaction
+
+logger = logging.getLogger("mcp_transport")
+
+
+class BatchExecutor:
+    def __init__(self):
+        self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-db")
+        self._queue: list[tuple] = []
+        self._running = False
+
+    async def run(self, fn, *args, **kwargs):
+        loop = asyncio.get_running_loop()
+        future = loop.create_future()
+        self._queue.append((fn, args, kwargs, future))
+        if not self._running:
+            self._running = True
+            loop.create_task(self._drain(loop))
+        return await future
+
+    async def _drain(self, loop):
+        try:
+            while self._queue:
+                batch, self._queue = self._queue, []
+                results = await loop.run_in_executor(self._thread, _run_batch, batch)
+                for (_, _, _, future), (ok, value) in zip(batch, results):
+                    if future.done():
+                        continue
+                    if ok:
+                        future.set_result(value)
+                    else:
+                        future.set_exception(value)
+        finally:
+            self._running = False
+            if self._queue:
+                self._running = True
+                loop.create_task(self._drain(loop))
+
+    def close(self):
+        """Close this thread's database connection (tests dropping their database need it)."""
+        self._thread.submit(lambda: connection.close()).result()
+
+
+def _run_one(fn, args, kwargs):
+    try:
+        with transaction.atomic():
+            return True, fn(*args, **kwargs)
+    except Exception as exc:
+        return False, exc
+
+
+def _run_batch(batch):
+    connection.close_if_unusable_or_obsolete()
+    if len(batch) == 1:
+        fn, args, kwargs, _ = batch[0]
+        return [_run_one(fn, args, kwargs)]
+    try:
+        with transaction.atomic():
+            return [(True, fn(*args, **kwargs)) for fn, args, kwargs, _ in batch]
+    except Exception:
+        close_old_connections()
+        return [_run_one(fn, args, kwargs) for fn, args, kwargs, _ in batch]
+
+
+executor = BatchExecutor()
+
+
+def batched(fn):
+    """`afn = batched(fn)`: the async twin of a store function, run by the database thread."""
+
+    async def run(*args, **kwargs):
+        return await executor.run(fn, *args, **kwargs)
+
+    run.__name__ = f"a{fn.__name__}"
+    run.__doc__ = fn.__doc__
+    run.sync = fn
+    return run
