@@ -42,7 +42,7 @@ def check_settings(app_configs=None, **kwargs):
     for key, eid in (("DISCONNECT_AFTER_SECONDS", "E004"), ("KEEPALIVE_SECONDS", "E005"),
                      ("SESSION_IDLE_TIMEOUT", "E006"), ("EVENT_RETENTION_SECONDS", "E007"),
                      ("MAX_REQUEST_BYTES", "E008"), ("WAKEUP_SWEEP_SECONDS", "E012"),
-                     ("LEASE_SECONDS", "E013")):
+                     ("LEASE_SECONDS", "E013"), ("SHUTDOWN_GRACE_SECONDS", "E014")):
         if not _positive_number(config[key]):
             errors.append(checks.Error(f"{key} must be a positive number.", id=f"mcp_transport.{eid}"))
     if not _positive_number(config["CLIENT_REQUEST_TIMEOUT"], allow_none=True):

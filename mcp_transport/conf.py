@@ -24,6 +24,8 @@ DEFAULTS = {
     "WAKEUP_SWEEP_SECONDS": 2.0,
     # A request's worker renews its lease every third of this; past it, the request is failed.
     "LEASE_SECONDS": 30.0,
+    # On SIGTERM, how long running requests may take to finish before they are failed.
+    "SHUTDOWN_GRACE_SECONDS": 20.0,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

@@ -167,3 +167,39 @@ def test_kill_9_of_the_worker_running_a_call_fails_the_call_cleanly():
         again = on(b, client)
         again_id, echo = again.call_tool("echo", {"message": "still here"})
         assert echo.messages[-1]["result"]["content"][0]["text"] == "still here"
+
+
+def test_sigterm_closes_connections_with_retry_and_fails_only_what_outlives_the_grace_period():
+    import signal
+
+    with Cluster(workers=2, transport={"SHUTDOWN_GRACE_SECONDS": 1.5, "RETRY_MS": 200}) as c:
+        a, b = c.workers
+        client = on(a)
+        client.initialize()
+        calls = {"short": {"count": 8, "delay": 0.1}, "long": {"count": 200, "delay": 0.05}}
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            started = {name: [] for name in calls}
+            futures = {
+                name: pool.submit(on(a, client).call_tool, "progress", args, progress_token=name,
+                                  stop=lambda e, n=name: started[n].append(e) or False)
+                for name, args in calls.items()
+            }
+            while not all(any(e.data for e in events) for events in started.values()):
+                time.sleep(0.02)
+            a.proc.send_signal(signal.SIGTERM)
+            first = {name: f.result(timeout=30)[1] for name, f in futures.items()}
+        assert a.proc.wait(timeout=30) is not None
+        for name, result in first.items():
+            assert result.closed_by_server and result.retry == 200, name
+            assert not any("result" in m or "error" in m for m in result.messages), name
+        outcome = {}
+        for name, result in first.items():
+            rest = on(b, client).resume(result.last_id, read_timeout=20)
+            messages = result.messages + rest.messages
+            progress = [m["params"]["progress"] for m in messages if m.get("method") == "notifications/progress"]
+            assert progress == list(range(1, len(progress) + 1)), name
+            outcome[name] = messages[-1]
+        assert outcome["short"]["result"]["content"][0]["text"] == "done 8"
+        assert outcome["long"]["error"]["data"]["reason"] == "worker_shutdown"
+        again_id, echo = on(b, client).call_tool("echo", {"message": "after the deploy"})
+        assert echo.messages[-1]["result"]["content"][0]["text"] == "after the deploy"

@@ -94,3 +94,8 @@ def close_connections(stream_id: int, retry_ms: int | None, *, keep: Listener | 
         listener.close_reason = reason
         listener.close_retry_ms = retry_ms
         listener.wake.set()
+
+
+def close_all(retry_ms: int | None, reason: str):
+    for stream_id in list(_listeners):
+        close_connections(stream_id, retry_ms, reason=reason)

@@ -56,6 +56,9 @@ class Relay:
         await asyncio.shield(self._started)
 
     async def _start(self):
+        from . import shutdown
+
+        shutdown.install()
         self.layer = get_channel_layer()
         if self.layer is None:
             return

@@ -185,6 +185,12 @@ async def answer_now(server, session, message, scope=None) -> dict | None:
             del _inflight[key]
 
 
+def running_streams() -> dict[tuple[str, str], int]:
+    """(session id, request key) -> stream id, for the requests running here on a stream."""
+    return {key: f.stream_id for key, f in _inflight.items()
+            if f.stream_id is not None and f.task is not None and not f.task.done()}
+
+
 def cancel(session_id: str, request_id, reason: str | None = None, by: str | None = None) -> bool:
     """Cancel a request running here. `by="operator"` (the admin): it ends with a JSON-RPC error;
     otherwise (`notifications/cancelled`, the session's end) without a response."""
