@@ -14,9 +14,10 @@ import secrets
 import socket
 import time
 from datetime import timedelta
+from functools import lru_cache
 from typing import NamedTuple
 
-from django.db import connection, transaction
+from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -122,21 +123,28 @@ def _can_return() -> bool:
     return connection.vendor in ("sqlite", "postgresql")
 
 
+@lru_cache(maxsize=64)
+def _insert_sql(model, names: tuple[str, ...], count: int, returning: bool, vendor: str):
+    fields = [model._meta.get_field(name) for name in names]
+    quote = connection.ops.quote_name
+    columns = ", ".join(quote(f.column) for f in fields)
+    values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * count)
+    sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {values}"
+    return (sql + " RETURNING id" if returning else sql), fields
+
+
 def _insert(model, rows: list[dict], returning: bool = False) -> list[int]:
     """INSERT rows (all with the same keys) with one statement and no model machinery: the hot path.
 
     Values go through each field's own database preparation, as the ORM would do.
     """
-    fields = [model._meta.get_field(name) for name in rows[0]]
-    columns = ", ".join(connection.ops.quote_name(f.column) for f in fields)
-    values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * len(rows))
-    params = [f.get_db_prep_save(row[f.name], connection) for row in rows for f in fields]
-    sql = f"INSERT INTO {connection.ops.quote_name(model._meta.db_table)} ({columns}) VALUES {values}"
-    with connection.cursor() as cursor:
-        if returning:
-            cursor.execute(sql + " RETURNING id", params)
-            return [row[0] for row in cursor.fetchall()]
+    conn = connections[DEFAULT_DB_ALIAS]
+    sql, fields = _insert_sql(model, tuple(rows[0]), len(rows), returning, conn.vendor)
+    params = [f.get_db_prep_save(row[f.name], conn) for row in rows for f in fields]
+    with conn.cursor() as cursor:
         cursor.execute(sql, params)
+        if returning:
+            return [row[0] for row in cursor.fetchall()]
     return []
 
 

@@ -372,8 +372,9 @@ class MCPConsumer(AsyncConsumer):
                 return "policy"
             timeout = keepalive if deadline is None else min(keepalive, deadline - now)
             try:
-                await asyncio.wait_for(listener.wake.wait(), timeout)
-            except asyncio.TimeoutError:
+                async with asyncio.timeout(timeout):
+                    await listener.wake.wait()
+            except TimeoutError:
                 if deadline is None or time.monotonic() < deadline:
                     await self.send_body(sse.KEEPALIVE, more_body=True)
                 continue
