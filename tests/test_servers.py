@@ -2,7 +2,7 @@
 import pytest
 from django.core.asgi import get_asgi_application
 
-from mcp_transport import MCPServer, SyncContext
+from mcp_transport import Context, MCPServer, SyncContext
 from mcp_transport.models import Session
 from mcp_transport.routing import mcp_application
 from mcp_transport.testing import MCPCommunicator
@@ -44,7 +44,7 @@ async def test_two_servers_keep_their_sessions_apart():
     assert init["instructions"] == "Only for tests."
     await default.initialize()
     tools = (await other.request("tools/list")).result["tools"]
-    assert {t["name"] for t in tools} == {"count_sessions", "sync_progress", "polled"}
+    assert {t["name"] for t in tools} == {"count_sessions", "sync_progress", "polled", "whoami"}
     other.session_id, default.session_id = default.session_id, other.session_id
     assert (await other.request("tools/list")).status == 404
     assert (await default.request("tools/list")).status == 404
@@ -82,3 +82,29 @@ async def test_per_tool_disconnect_policy_and_retry():
         collected += again.messages
         last_id = [e.id for e in again.events if e.id][-1]
     assert [m["result"] for m in collected if "result" in m] == [{"content": [{"type": "text", "text": "polled 3"}]}]
+
+
+@extra.tool
+async def whoami(ctx: Context) -> str:
+    """The Django user of the request, as an auth middleware put it in the scope."""
+    return ctx.user.username if ctx.user else "anonymous"
+
+
+def with_user(app, user):
+    async def middleware(scope, receive, send):
+        return await app({**scope, "user": user}, receive, send)
+
+    return middleware
+
+
+async def test_context_sees_the_django_user():
+    from asgiref.sync import sync_to_async
+    from django.contrib.auth.models import AnonymousUser, User
+
+    alice = await sync_to_async(User.objects.create_user)("alice")
+    for user, expected in ((alice, "alice"), (AnonymousUser(), "anonymous")):
+        app = mcp_application(get_asgi_application(), {"/extra/mcp": extra},
+                              middleware=lambda inner, u=user: with_user(inner, u))
+        client = MCPCommunicator(app, "/extra/mcp")
+        await client.initialize()
+        assert (await client.call_tool("whoami")).result["content"][0]["text"] == expected

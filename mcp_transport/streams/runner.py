@@ -101,7 +101,8 @@ class StreamOutbox:
 
 
 def make_context(server, session, message, stream_id, scope=None) -> Context:
-    user = getattr(session, "user", None) if session is not None and session.user_id else None
+    user = (scope or {}).get("user")
+    user = user if getattr(user, "is_authenticated", False) else None
     return Context(
         server=server, session=session, request_id=message.id, params=message.params,
         outbox=StreamOutbox(session, stream_id), user=user, scope=scope,
