@@ -29,23 +29,18 @@ class Image:
     data: bytes | str
     mime_type: str = "image/png"
     annotations: dict | None = None
+    kind = "image"
 
     def to_dict(self):
         return _with_annotations(
-            {"type": "image", "data": _b64(self.data), "mimeType": self.mime_type}, self.annotations
+            {"type": self.kind, "data": _b64(self.data), "mimeType": self.mime_type}, self.annotations
         )
 
 
 @dataclass
-class Audio:
-    data: bytes | str
+class Audio(Image):
     mime_type: str = "audio/wav"
-    annotations: dict | None = None
-
-    def to_dict(self):
-        return _with_annotations(
-            {"type": "audio", "data": _b64(self.data), "mimeType": self.mime_type}, self.annotations
-        )
+    kind = "audio"
 
 
 @dataclass

@@ -35,6 +35,18 @@ def _require_str(params: dict, key: str) -> str:
     return value
 
 
+def _named(registry: dict, params: dict, what: str):
+    """The tool or prompt named in params, and its `arguments` object."""
+    name = _require_str(params, "name")
+    item = registry.get(name)
+    if item is None:
+        raise InvalidParams(f"Unknown {what}: {name}")
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        raise InvalidParams("Invalid params: 'arguments' must be an object")
+    return item, arguments
+
+
 def _no_cursor(params: dict):
     if params.get("cursor") is not None:
         raise InvalidParams("Invalid params: unknown cursor")
@@ -101,13 +113,7 @@ class Dispatcher:
         return {"tools": [t.definition() for t in self.server.tools.values()]}
 
     async def tools_call(self, params, ctx):
-        name = _require_str(params, "name")
-        tool = self.server.tools.get(name)
-        if tool is None:
-            raise InvalidParams(f"Unknown tool: {name}")
-        arguments = params.get("arguments")
-        if arguments is not None and not isinstance(arguments, dict):
-            raise InvalidParams("Invalid params: 'arguments' must be an object")
+        tool, arguments = _named(self.server.tools, params, "tool")
         return await call_tool(tool, arguments, ctx)
 
     async def resources_list(self, params, ctx):
@@ -140,13 +146,7 @@ class Dispatcher:
         return {"prompts": [p.definition() for p in self.server.prompts.values()]}
 
     async def prompts_get(self, params, ctx):
-        name = _require_str(params, "name")
-        prompt = self.server.prompts.get(name)
-        if prompt is None:
-            raise InvalidParams(f"Unknown prompt: {name}")
-        arguments = params.get("arguments")
-        if arguments is not None and not isinstance(arguments, dict):
-            raise InvalidParams("Invalid params: 'arguments' must be an object")
+        prompt, arguments = _named(self.server.prompts, params, "prompt")
         kwargs = prompt.signature.bind(arguments)
         value = await prompt.signature.call(prompt.fn, kwargs, ctx)
         result = {"messages": prompt_messages(value)}
