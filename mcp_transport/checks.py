@@ -2,6 +2,7 @@
 from numbers import Real
 
 from django.core import checks
+from django.utils.module_loading import import_string
 
 from . import policies
 from .conf import DEFAULTS, SETTING_NAME, get_config
@@ -60,6 +61,23 @@ def check_settings(app_configs=None, **kwargs):
             and config["KEEPALIVE_SECONDS"] >= config["SESSION_IDLE_TIMEOUT"]):
         errors.append(checks.Warning("KEEPALIVE_SECONDS should be well below SESSION_IDLE_TIMEOUT.",
                                      id="mcp_transport.W003"))
+    backends = config["AUTH_BACKENDS"]
+    if not isinstance(backends, (list, tuple)):
+        errors.append(checks.Error("AUTH_BACKENDS must be a list of dotted paths.", id="mcp_transport.E015"))
+    else:
+        for path in backends:
+            try:
+                backend = import_string(path)
+                if not callable(getattr(backend, "authenticate", None)):
+                    raise TypeError("no authenticate() method")
+            except Exception as exc:
+                errors.append(checks.Error(f"AUTH_BACKENDS: cannot use {path!r} ({exc}).", id="mcp_transport.E015"))
+        if config["REQUIRE_AUTH"] and not backends:
+            errors.append(checks.Error("REQUIRE_AUTH needs at least one of AUTH_BACKENDS.", id="mcp_transport.E016"))
+    for key in ("AUTHORIZATION_SERVERS", "SCOPES_SUPPORTED"):
+        value = config[key]
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
+            errors.append(checks.Error(f"{key} must be a list of strings.", id="mcp_transport.E017"))
     apps = list(settings.INSTALLED_APPS)
     if "daphne" in apps and "django.contrib.staticfiles" in apps and (
         apps.index("daphne") > apps.index("django.contrib.staticfiles")

@@ -26,6 +26,13 @@ DEFAULTS = {
     "LEASE_SECONDS": 30.0,
     # On SIGTERM, how long running requests may take to finish before they are failed.
     "SHUTDOWN_GRACE_SECONDS": 20.0,
+    # Authentication backends (dotted paths), tried in order; [] = no authentication at all.
+    "AUTH_BACKENDS": [],
+    # Refuse anonymous requests (401 with WWW-Authenticate) instead of serving them.
+    "REQUIRE_AUTH": False,
+    # For the OAuth protected resource metadata (RFC 9728) document and WWW-Authenticate.
+    "AUTHORIZATION_SERVERS": [],
+    "SCOPES_SUPPORTED": [],
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

@@ -35,6 +35,10 @@ class Session(models.Model):
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )
     log_level = models.CharField(max_length=16, blank=True)
+    principal = models.CharField(
+        max_length=200, blank=True, db_index=True,
+        help_text="Who created the session (e.g. user:42, token:abcd1234); only they may use it",
+    )
     created_at = models.DateTimeField(default=timezone.now)
     last_seen_at = models.DateTimeField(default=timezone.now, db_index=True)
     terminated_at = models.DateTimeField(null=True, blank=True)
@@ -186,3 +190,35 @@ class Subscription(models.Model):
     class Meta:
         constraints = [models.UniqueConstraint(fields=["session", "uri"], name="mcp_subscription_unique")]
         indexes = [models.Index(fields=["uri"], name="mcp_subscription_uri")]
+
+
+class AccessTokenQuerySet(models.QuerySet):
+    def usable(self):
+        now = timezone.now()
+        return self.filter(revoked_at__isnull=True).filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+
+
+class AccessToken(models.Model):
+    """A bearer token for the MCP endpoint, tied to a Django user. Only its SHA-256 is stored."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="mcp_tokens")
+    name = models.CharField(max_length=200, blank=True, help_text="What the token is for")
+    prefix = models.CharField(max_length=12, db_index=True, help_text="The first characters, to recognise it")
+    token_hash = models.CharField(max_length=64, unique=True)
+    scopes = models.JSONField(default=list, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    objects = AccessTokenQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"{self.prefix}… ({self.name or self.user})"
+
+    @property
+    def usable(self):
+        return self.revoked_at is None and (self.expires_at is None or self.expires_at > timezone.now())

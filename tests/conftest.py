@@ -39,3 +39,7 @@ def _close_database_thread(django_db_setup, django_db_blocker):
     """The store's database thread keeps a connection; close it before the test database goes."""
     yield
     executor.close()
+    from asgiref.sync import SyncToAsync
+    from django.db import connections
+
+    SyncToAsync.single_thread_executor.submit(connections.close_all).result()

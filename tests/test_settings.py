@@ -56,6 +56,10 @@ def test_bad_settings_get_stable_ids():
             "mcp_transport.E006", "mcp_transport.E007", "mcp_transport.E008", "mcp_transport.E009",
             "mcp_transport.E010", "mcp_transport.E011", "mcp_transport.W001",
         ]
+    with override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["no.such.Backend"], "AUTHORIZATION_SERVERS": "x"}):
+        assert ids(check_settings()) == ["mcp_transport.E015", "mcp_transport.E017"]
+    with override_settings(MCP_TRANSPORT={"REQUIRE_AUTH": True}):
+        assert ids(check_settings()) == ["mcp_transport.E016"]
     with override_settings(MCP_TRANSPORT=["not", "a", "dict"]):
         assert ids(check_settings()) == ["mcp_transport.E001"]
     with override_settings(MCP_TRANSPORT={"ALLOWED_ORIGINS": ["*"], "RETRY_MS": -1}):

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import jsonrpc
+from ..streams.executor import executor
 from .content import prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
 from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
@@ -35,11 +36,26 @@ def _require_str(params: dict, key: str) -> str:
     return value
 
 
-def _named(registry: dict, params: dict, what: str):
-    """The tool or prompt named in params, and its `arguments` object."""
+async def visible(items, user) -> list:
+    """The items this user may see; permission checks run on the database thread."""
+    items = list(items)
+    if not any(item.restricted for item in items):
+        return items
+    return await executor.run(lambda: [item for item in items if item.allowed(user)])
+
+
+async def permitted(item, user) -> bool:
+    return item is not None and (not item.restricted or await executor.run(item.allowed, user))
+
+
+async def _named(registry: dict, params: dict, what: str, user):
+    """The tool or prompt named in params (if this user may use it), and its `arguments` object.
+
+    A hidden item is unknown, not forbidden: its existence is not disclosed.
+    """
     name = _require_str(params, "name")
     item = registry.get(name)
-    if item is None:
+    if not await permitted(item, user):
         raise InvalidParams(f"Unknown {what}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
@@ -110,24 +126,26 @@ class Dispatcher:
 
     async def tools_list(self, params, ctx):
         _no_cursor(params)
-        return {"tools": [t.definition() for t in self.server.tools.values()]}
+        return {"tools": [t.definition() for t in await visible(self.server.tools.values(), ctx.user)]}
 
     async def tools_call(self, params, ctx):
-        tool, arguments = _named(self.server.tools, params, "tool")
+        tool, arguments = await _named(self.server.tools, params, "tool", ctx.user)
         return await call_tool(tool, arguments, ctx)
 
     async def resources_list(self, params, ctx):
         _no_cursor(params)
-        return {"resources": [r.definition() for r in self.server.resources.values() if not r.is_template]}
+        resources = await visible(self.server.resources.values(), ctx.user)
+        return {"resources": [r.definition() for r in resources if not r.is_template]}
 
     async def resource_templates_list(self, params, ctx):
         _no_cursor(params)
-        return {"resourceTemplates": [r.definition() for r in self.server.resources.values() if r.is_template]}
+        resources = await visible(self.server.resources.values(), ctx.user)
+        return {"resourceTemplates": [r.definition() for r in resources if r.is_template]}
 
     async def resources_read(self, params, ctx):
         uri = _require_str(params, "uri")
         resource, args = self.server.find_resource(uri)
-        if resource is None:
+        if not await permitted(resource, ctx.user):
             raise JSONRPCError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
         kwargs = resource.signature.bind(args)
         value = await resource.signature.call(resource.fn, kwargs, ctx)
@@ -143,10 +161,10 @@ class Dispatcher:
 
     async def prompts_list(self, params, ctx):
         _no_cursor(params)
-        return {"prompts": [p.definition() for p in self.server.prompts.values()]}
+        return {"prompts": [p.definition() for p in await visible(self.server.prompts.values(), ctx.user)]}
 
     async def prompts_get(self, params, ctx):
-        prompt, arguments = _named(self.server.prompts, params, "prompt")
+        prompt, arguments = await _named(self.server.prompts, params, "prompt", ctx.user)
         kwargs = prompt.signature.bind(arguments)
         value = await prompt.signature.call(prompt.fn, kwargs, ctx)
         result = {"messages": prompt_messages(value)}
@@ -169,7 +187,7 @@ class Dispatcher:
         if not isinstance(name, str):
             raise InvalidParams(f"Invalid params: ref.{key} must be a string")
         target = (self.server.prompts if key == "name" else self.server.resources).get(name)
-        if target is None:
+        if not await permitted(target, ctx.user):
             raise InvalidParams(f"Unknown {'prompt' if key == 'name' else 'resource template'}: {name}")
         context = params.get("context")
         context_args = context.get("arguments") if isinstance(context, dict) else None

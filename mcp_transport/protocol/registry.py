@@ -99,8 +99,35 @@ def _description(fn, given):
     return given if given is not None else (inspect.getdoc(fn) or "")
 
 
+class Guarded:
+    """Who may see and use an item: Django permissions and/or a predicate on the user."""
+
+    permissions: tuple = ()
+    allow: Callable | None = None
+
+    @property
+    def restricted(self) -> bool:
+        return bool(self.permissions) or self.allow is not None
+
+    def allowed(self, user) -> bool:
+        """Sync (permission checks may query the database): call it from the database thread."""
+        if not self.restricted:
+            return True
+        if user is None or not getattr(user, "is_authenticated", False):
+            return False
+        if self.permissions and not user.has_perms(self.permissions):
+            return False
+        return self.allow is None or bool(self.allow(user))
+
+
+def _perms(permissions) -> tuple:
+    if not permissions:
+        return ()
+    return (permissions,) if isinstance(permissions, str) else tuple(permissions)
+
+
 @dataclass
-class Tool:
+class Tool(Guarded):
     name: str
     fn: Callable
     signature: Signature
@@ -112,6 +139,8 @@ class Tool:
     disconnect_policy: Any = None
     retry_ms: Any = None
     meta: dict | None = None
+    permissions: tuple = ()
+    allow: Callable | None = None
 
     def definition(self) -> dict:
         item = {
@@ -131,7 +160,7 @@ class Tool:
 
 
 @dataclass
-class Resource:
+class Resource(Guarded):
     uri: str
     fn: Callable
     signature: Signature
@@ -141,6 +170,8 @@ class Resource:
     mime_type: str | None = None
     completions: dict = field(default_factory=dict)
     pattern: re.Pattern | None = None
+    permissions: tuple = ()
+    allow: Callable | None = None
 
     @property
     def is_template(self):
@@ -162,13 +193,15 @@ class Resource:
 
 
 @dataclass
-class Prompt:
+class Prompt(Guarded):
     name: str
     fn: Callable
     signature: Signature
     description: str = ""
     title: str | None = None
     completions: dict = field(default_factory=dict)
+    permissions: tuple = ()
+    allow: Callable | None = None
 
     def definition(self) -> dict:
         arguments = []
@@ -205,8 +238,10 @@ class Registry:
         self.prompts: dict[str, Prompt] = {}
 
     def tool(self, fn=None, *, name=None, description=None, title=None, input_schema=None,
-             output_schema=None, annotations=None, disconnect_policy=None, retry_ms=None, meta=None):
-        """Declare a tool. `disconnect_policy` and `retry_ms` override the settings for its streams."""
+             output_schema=None, annotations=None, disconnect_policy=None, retry_ms=None, meta=None,
+             permissions=None, allow=None):
+        """Declare a tool. `disconnect_policy` and `retry_ms` override the settings for its streams;
+        `permissions` (Django permission names) and `allow(user)` hide it from other users."""
 
         def register(fn):
             tool_name = name or fn.__name__
@@ -217,30 +252,33 @@ class Registry:
                 out = ret.model_json_schema()
             self.tools[tool_name] = Tool(
                 tool_name, fn, sig, _description(fn, description), title, input_schema, out,
-                annotations, disconnect_policy, retry_ms, meta,
+                annotations, disconnect_policy, retry_ms, meta, _perms(permissions), allow,
             )
             return fn
 
         return register(fn) if fn is not None else register
 
-    def resource(self, uri: str, *, name=None, description=None, title=None, mime_type=None, completions=None):
+    def resource(self, uri: str, *, name=None, description=None, title=None, mime_type=None, completions=None,
+                 permissions=None, allow=None):
         """Declare a resource; a URI with `{var}` placeholders declares a template."""
 
         def register(fn):
             self.resources[uri] = Resource(
                 uri, fn, Signature.of(fn, name or fn.__name__), name or fn.__name__,
                 _description(fn, description), title, mime_type, completions or {}, _template_pattern(uri),
+                _perms(permissions), allow,
             )
             return fn
 
         return register
 
-    def prompt(self, fn=None, *, name=None, description=None, title=None, completions=None):
+    def prompt(self, fn=None, *, name=None, description=None, title=None, completions=None, permissions=None,
+               allow=None):
         def register(fn):
             prompt_name = name or fn.__name__
             self.prompts[prompt_name] = Prompt(
                 prompt_name, fn, Signature.of(fn, prompt_name), _description(fn, description), title,
-                completions or {},
+                completions or {}, _perms(permissions), allow,
             )
             return fn
 

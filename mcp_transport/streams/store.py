@@ -58,7 +58,8 @@ def _active_sessions():
     return Session.objects.filter(terminated_at__isnull=True, last_seen_at__gte=cutoff)
 
 
-def create_session(session_id, server, protocol_version, client_info, capabilities, user_id=None) -> Session:
+def create_session(session_id, server, protocol_version, client_info, capabilities, user_id=None,
+                   principal="") -> Session:
     client_info = client_info or {}
     return Session.objects.create(
         id=session_id,
@@ -68,6 +69,7 @@ def create_session(session_id, server, protocol_version, client_info, capabiliti
         client_version=str(client_info.get("version", ""))[:100],
         client_capabilities=capabilities or {},
         user_id=user_id,
+        principal=principal[:200],
     )
 
 

@@ -16,7 +16,7 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 
-from .. import policies
+from .. import auth, policies
 from ..conf import mcp_settings
 from ..models import Event, Stream
 from ..protocol import jsonrpc
@@ -51,6 +51,7 @@ class MCPConsumer(AsyncConsumer):
         self.pump: asyncio.Task | None = None
         self.cors: list = []
         self.log_id: int | None = None
+        self.principal = None
 
     async def __call__(self, scope, receive, send):
         # No per-connection channel: wake-ups go through streams.bus, once per process.
@@ -150,6 +151,7 @@ class MCPConsumer(AsyncConsumer):
             raise Rejected(405, f"Method Not Allowed: use {ALLOW}", headers=[("allow", ALLOW)])
         guards.check_host_and_origin(self.headers)
         self.cors = guards.cors_headers(self.headers)
+        await self.authenticate()
         if method == "POST":
             await self.post(body)
         elif method == "GET":
@@ -157,16 +159,48 @@ class MCPConsumer(AsyncConsumer):
         else:
             await self.delete()
 
+    async def authenticate(self):
+        """Who is calling (AUTH_BACKENDS); 401 with WWW-Authenticate when that is not good enough."""
+        self.principal = None
+        if not mcp_settings.AUTH_BACKENDS:
+            return
+        try:
+            self.principal = await auth.authenticate(self.scope, self.headers)
+        except auth.AuthenticationFailed as exc:
+            raise self.unauthorized(f"Unauthorized: {exc}", error="invalid_token") from None
+        if self.principal is None and mcp_settings.REQUIRE_AUTH:
+            raise self.unauthorized("Unauthorized: authentication required")
+        if self.principal is not None:
+            self.scope["user"] = self.principal.user
+
+    def unauthorized(self, message: str, error: str | None = None) -> Rejected:
+        challenge = "Bearer"
+        params = []
+        if error:
+            params.append(f'error="{error}"')
+        if mcp_settings.AUTHORIZATION_SERVERS:
+            scheme = self.scope.get("scheme", "http")
+            url = f"{scheme}://{self.headers.get('host', '')}{auth.metadata_path(self.scope['path'])}"
+            params.append(f'resource_metadata="{url}"')
+        if params:
+            challenge += " " + ", ".join(params)
+        return Rejected(401, message, headers=[("www-authenticate", challenge)])
+
     async def load_session(self, request_id=None):
+        """The session named by Mcp-Session-Id; 404 for anyone but the principal who created it."""
         session_id = self.headers.get(SESSION_HEADER)
         if not session_id:
             raise Rejected(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
         session = None
         if len(session_id) <= 64 and session_id.isascii():
             session = await store.aget_session(session_id, self.server.name)
-        if session is None:
+        if session is None or session.principal != self.principal_id:
             raise Rejected(404, "Session not found", code=SESSION_NOT_FOUND)
         return session
+
+    @property
+    def principal_id(self) -> str:
+        return self.principal.id if self.principal is not None else ""
 
     async def post(self, body: bytes):
         json_only = mcp_settings.JSON_RESPONSE
@@ -214,7 +248,7 @@ class MCPConsumer(AsyncConsumer):
         session_id = secrets.token_hex(16)
         await store.acreate_session(
             session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
-            user.pk if getattr(user, "is_authenticated", False) else None,
+            user.pk if getattr(user, "is_authenticated", False) else None, self.principal_id,
         )
         await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
 

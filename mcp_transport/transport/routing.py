@@ -1,6 +1,10 @@
 """One helper for `asgi.py`: MCP paths go to the consumer, everything else to Django."""
 from __future__ import annotations
 
+import json
+
+from .. import auth
+from ..conf import mcp_settings
 from .consumer import MCPConsumer
 
 
@@ -11,6 +15,7 @@ def mcp_application(django_app, servers: dict | None = None, *, middleware=None)
     `middleware` wraps each MCP consumer, e.g. `channels.auth.AuthMiddlewareStack`.
     """
     routes = {}
+    metadata = {}
     for path, server in (servers or {"/mcp": "default"}).items():
         app = MCPConsumer.as_asgi(server=server)
         if middleware is not None:
@@ -18,18 +23,32 @@ def mcp_application(django_app, servers: dict | None = None, *, middleware=None)
         path = "/" + path.strip("/")
         routes[path] = app
         routes[path + "/"] = app
+        metadata[auth.metadata_path(path)] = path
 
     async def application(scope, receive, send):
         if scope["type"] == "http":
             app = routes.get(scope["path"])
             if app is not None:
                 return await app(scope, receive, send)
+            if scope["path"] in metadata and mcp_settings.AUTHORIZATION_SERVERS:
+                return await _resource_metadata(scope, send, metadata[scope["path"]])
         if scope["type"] == "lifespan":
             return await _lifespan(receive, send)
         return await django_app(scope, receive, send)
 
     application.mcp_routes = routes
     return application
+
+
+async def _resource_metadata(scope, send, mcp_path):
+    """RFC 9728 protected resource metadata, so OAuth clients find the authorization server."""
+    headers = dict((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", ()))
+    resource = f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{mcp_path}"
+    body = json.dumps(auth.resource_metadata(resource)).encode()
+    await send({"type": "http.response.start", "status": 200, "headers": [
+        (b"content-type", b"application/json"), (b"access-control-allow-origin", b"*"),
+        (b"cache-control", b"max-age=3600")]})
+    await send({"type": "http.response.body", "body": body})
 
 
 async def _lifespan(receive, send):

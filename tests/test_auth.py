@@ -1,0 +1,188 @@
+"""Authentication backends, 401 + resource metadata, sessions owned by their principal, hidden tools."""
+from datetime import timedelta
+from io import StringIO
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import Permission, User
+from django.core.asgi import get_asgi_application
+from django.core.management import call_command
+from django.test import override_settings
+from django.utils import timezone
+
+from mcp_transport import MCPServer
+from mcp_transport.auth import create_token
+from mcp_transport.models import AccessToken
+from mcp_transport.routing import mcp_application
+from mcp_transport.testing import MCPCommunicator
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+secured = MCPServer("tests-auth")
+
+
+@secured.tool
+def public() -> str:
+    """Anyone authenticated may call this."""
+    return "public"
+
+
+@secured.tool(permissions=["mcp_transport.view_session"])
+def operators_only() -> str:
+    """Needs a Django permission."""
+    return "secret"
+
+
+@secured.tool(allow=lambda user: user.username == "alice")
+def alice_only() -> str:
+    """Needs a predicate on the user."""
+    return "alice"
+
+
+@secured.prompt(permissions=["mcp_transport.view_session"])
+def hidden_prompt() -> str:
+    """A prompt for operators."""
+    return "hi"
+
+
+@secured.resource("test://operators", permissions=["mcp_transport.view_session"])
+def hidden_resource() -> str:
+    return "operators"
+
+
+application = mcp_application(get_asgi_application(), {"/auth/mcp": secured})
+BEARER = {"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"], "REQUIRE_AUTH": True,
+          "AUTHORIZATION_SERVERS": ["https://login.example"], "SCOPES_SUPPORTED": ["mcp"]}
+
+
+@pytest.fixture
+def users():
+    def make():
+        alice = User.objects.create_user("alice")
+        alice.user_permissions.add(Permission.objects.get(codename="view_session", content_type__app_label="mcp_transport"))
+        bob = User.objects.create_user("bob")
+        return {"alice": create_token(alice)[1], "bob": create_token(bob)[1]}
+
+    return sync_to_async(make)
+
+
+def client_for(token=None):
+    client = MCPCommunicator(application, "/auth/mcp")
+    original = client._headers
+
+    def headers(method, extra):
+        extra = dict(extra or {})
+        if token:
+            extra.setdefault("authorization", f"Bearer {token}")
+        return original(method, extra)
+
+    client._headers = headers
+    return client
+
+
+@override_settings(MCP_TRANSPORT=BEARER)
+async def test_anonymous_requests_get_401_with_the_resource_metadata(users):
+    await users()
+    response = await client_for().send("POST", b"{}")
+    assert response.status == 401 and response.json["error"]["code"] == -32600
+    challenge = response.headers["www-authenticate"]
+    assert challenge == 'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/auth/mcp"'
+    wrong = await client_for("mcp_nope").send("POST", b"{}")
+    assert wrong.status == 401 and 'error="invalid_token"' in wrong.headers["www-authenticate"]
+
+
+@override_settings(MCP_TRANSPORT=BEARER)
+async def test_protected_resource_metadata_document():
+    metadata = MCPCommunicator(application, "/.well-known/oauth-protected-resource/auth/mcp")
+    response = await metadata.send("GET")
+    assert response.status == 200
+    assert response.json == {"resource": "http://localhost/auth/mcp", "authorization_servers": ["https://login.example"],
+                             "bearer_methods_supported": ["header"], "scopes_supported": ["mcp"]}
+
+
+@override_settings(MCP_TRANSPORT=BEARER)
+async def test_expired_and_revoked_tokens_are_refused(users):
+    tokens = await users()
+
+    def age(prefix, **fields):
+        AccessToken.objects.filter(prefix=prefix).update(**fields)
+
+    client = client_for(tokens["bob"])
+    await client.initialize()
+    await sync_to_async(age)(tokens["bob"][:12], expires_at=timezone.now() - timedelta(seconds=1))
+    assert (await client.request("ping")).status == 401
+    await sync_to_async(age)(tokens["bob"][:12], expires_at=None, revoked_at=timezone.now())
+    assert (await client.request("ping")).status == 401
+
+
+@override_settings(MCP_TRANSPORT=BEARER)
+async def test_a_session_belongs_to_its_principal(users):
+    tokens = await users()
+    alice = client_for(tokens["alice"])
+    await alice.initialize()
+    call = await alice.call_tool("public")
+    assert call.result["content"][0]["text"] == "public"
+    stream_event = call.events[0].id
+    bob = client_for(tokens["bob"])
+    bob.session_id = alice.session_id
+    assert (await bob.request("tools/list")).status == 404
+    assert (await bob.resume(stream_event)).status == 404
+    assert (await bob.delete()).status == 404
+    assert (await alice.request("ping")).status == 200
+
+
+@override_settings(MCP_TRANSPORT=BEARER)
+async def test_tools_prompts_and_resources_are_filtered_by_permission(users):
+    tokens = await users()
+    alice, bob = client_for(tokens["alice"]), client_for(tokens["bob"])
+    await alice.initialize()
+    await bob.initialize()
+    names = lambda r: {t["name"] for t in r.result["tools"]}  # noqa: E731
+    assert names(await alice.request("tools/list")) == {"public", "operators_only", "alice_only"}
+    assert names(await bob.request("tools/list")) == {"public"}
+    hidden = await bob.call_tool("operators_only")
+    assert hidden.messages[-1]["error"] == {"code": -32602, "message": "Unknown tool: operators_only"}
+    assert (await alice.call_tool("operators_only")).result["content"][0]["text"] == "secret"
+    assert (await bob.request("prompts/list")).result["prompts"] == []
+    assert [p["name"] for p in (await alice.request("prompts/list")).result["prompts"]] == ["hidden_prompt"]
+    assert (await bob.request("resources/list")).result["resources"] == []
+    read = await bob.request("resources/read", {"uri": "test://operators"})
+    assert read.messages[-1]["error"]["code"] == -32002
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.SessionCookieBackend"],
+                                  "REQUIRE_AUTH": True})
+async def test_django_login_cookie_authenticates():
+    from django.test import Client
+
+    def login():
+        User.objects.create_user("carol", password="pw")
+        browser = Client()
+        assert browser.login(username="carol", password="pw")
+        return browser.cookies["sessionid"].value
+
+    cookie = await sync_to_async(login)()
+    client = MCPCommunicator(application, "/auth/mcp")
+    original = client._headers
+    client._headers = lambda method, extra: original(method, {**(extra or {}), "cookie": f"sessionid={cookie}"})
+    await client.initialize()
+    assert (await client.call_tool("public")).result["content"][0]["text"] == "public"
+    anonymous = MCPCommunicator(application, "/auth/mcp")
+    assert (await anonymous.send("POST", b"{}")).status == 401
+
+
+def test_token_command_creates_lists_and_revokes():
+    User.objects.create_user("dave")
+    out = StringIO()
+    call_command("mcp_token", "create", "dave", "--name", "laptop", "--scopes", "mcp read", "--expires-days", "7",
+                 stdout=out, stderr=StringIO())
+    token = out.getvalue().strip()
+    row = AccessToken.objects.get()
+    assert token.startswith("mcp_") and row.prefix == token[:12] and row.token_hash != token
+    assert row.scopes == ["mcp", "read"] and row.usable
+    listing = StringIO()
+    call_command("mcp_token", "list", stdout=listing)
+    assert row.prefix in listing.getvalue() and token not in listing.getvalue()
+    call_command("mcp_token", "revoke", row.prefix, stdout=StringIO())
+    row.refresh_from_db()
+    assert not row.usable
