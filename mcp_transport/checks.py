@@ -61,6 +61,11 @@ def check_settings(app_configs=None, **kwargs):
             and config["KEEPALIVE_SECONDS"] >= config["SESSION_IDLE_TIMEOUT"]):
         errors.append(checks.Warning("KEEPALIVE_SECONDS should be well below SESSION_IDLE_TIMEOUT.",
                                      id="mcp_transport.W003"))
+    for key in ("MAX_SESSIONS_PER_PRINCIPAL", "MAX_STREAMS_PER_SESSION", "MAX_EVENTS_PER_STREAM",
+                "MAX_BYTES_PER_STREAM", "MAX_EARLY_RECONNECTS"):
+        value = config[key]
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            errors.append(checks.Error(f"{key} must be a non-negative int.", id="mcp_transport.E018"))
     backends = config["AUTH_BACKENDS"]
     if not isinstance(backends, (list, tuple)):
         errors.append(checks.Error("AUTH_BACKENDS must be a list of dotted paths.", id="mcp_transport.E015"))

@@ -33,6 +33,12 @@ DEFAULTS = {
     # For the OAuth protected resource metadata (RFC 9728) document and WWW-Authenticate.
     "AUTHORIZATION_SERVERS": [],
     "SCOPES_SUPPORTED": [],
+    # Limits (each logged when hit): 429 for requests, a JSON-RPC error for streams.
+    "MAX_SESSIONS_PER_PRINCIPAL": 100,
+    "MAX_STREAMS_PER_SESSION": 32,
+    "MAX_EVENTS_PER_STREAM": 100_000,
+    "MAX_BYTES_PER_STREAM": 64 * 1024 * 1024,
+    "MAX_EARLY_RECONNECTS": 3,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

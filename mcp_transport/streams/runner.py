@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from django.conf import settings
 
 from ..conf import mcp_settings
+from ..limits import StreamBudget
 from ..models import Stream
 from ..protocol import jsonrpc
 from ..protocol.context import Context
@@ -64,11 +65,14 @@ class StreamOutbox:
     def __init__(self, session, stream_id: int | None):
         self.session = session
         self.stream_id = stream_id
+        self.budget = StreamBudget()
 
     async def send(self, message: dict):
         if self.stream_id is None:
             return
-        relay.publish(self.stream_id, await store.aappend(self.stream_id, [jsonrpc.dumps(message)]))
+        payload = jsonrpc.dumps(message)
+        self.budget.spend(payload, self.stream_id)
+        relay.publish(self.stream_id, await store.aappend(self.stream_id, [payload]))
 
     async def request(self, method, params, timeout):
         if self.stream_id is None:

@@ -21,6 +21,7 @@ from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
+from .. import limits
 from ..conf import mcp_settings
 from .executor import batched
 from ..models import Event, Session, Stream, StreamConnection, Subscription, Worker
@@ -61,6 +62,9 @@ def _active_sessions():
 def create_session(session_id, server, protocol_version, client_info, capabilities, user_id=None,
                    principal="") -> Session:
     client_info = client_info or {}
+    limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
+    if principal and limit and _active_sessions().filter(principal=principal).count() >= limit:
+        raise limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=principal)
     return Session.objects.create(
         id=session_id,
         server=server,
@@ -161,6 +165,11 @@ def open_stream(session_id, *, method="", request_id="", tool_name="", prime=Fal
         disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
     )
     with transaction.atomic(savepoint=False):
+        limit = mcp_settings.MAX_STREAMS_PER_SESSION
+        if limit and Stream.objects.filter(
+            session_id=session_id, kind=Stream.Kind.REQUEST, status=Stream.Status.OPEN
+        )[:limit].count() >= limit:
+            raise limits.hit(f"MAX_STREAMS_PER_SESSION ({limit}) requests in flight", session=session_id)
         if _can_return():
             (stream_id,) = _insert(Stream, [row], returning=True)
         else:

@@ -16,7 +16,8 @@ from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 
-from .. import auth, policies
+from .. import auth, limits, policies
+from ..limits import LimitExceeded
 from ..conf import mcp_settings
 from ..models import Event, Stream
 from ..protocol import jsonrpc
@@ -38,6 +39,11 @@ JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOW = "GET, POST, DELETE"
 PRIMING_VERSION = "2025-11-25"
 SESSION_NOT_FOUND = -32001
+
+
+def too_many(exc: LimitExceeded) -> Rejected:
+    headers = [("retry-after", str(int(exc.retry_after)))] if exc.retry_after else []
+    return Rejected(429, exc.message, code=exc.code, headers=headers)
 
 
 class MCPConsumer(AsyncConsumer):
@@ -235,7 +241,10 @@ class MCPConsumer(AsyncConsumer):
                 payload = jsonrpc.error(message.id, jsonrpc.REQUEST_CANCELLED, "Request cancelled")
             await self.send_json(200, payload, self.session_headers(session.id))
             return
-        await self.open_request_stream(session, message)
+        try:
+            await self.open_request_stream(session, message)
+        except LimitExceeded as exc:
+            await self.reject(too_many(exc), message.id)
 
     async def initialize(self, message):
         try:
@@ -246,10 +255,14 @@ class MCPConsumer(AsyncConsumer):
         params = message.params or {}
         user = self.scope.get("user")
         session_id = secrets.token_hex(16)
-        await store.acreate_session(
-            session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
-            user.pk if getattr(user, "is_authenticated", False) else None, self.principal_id,
-        )
+        try:
+            await store.acreate_session(
+                session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
+                user.pk if getattr(user, "is_authenticated", False) else None, self.principal_id,
+            )
+        except LimitExceeded as exc:
+            await self.reject(too_many(exc), message.id)
+            return
         await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
 
     async def notification(self, session, message):
@@ -314,6 +327,10 @@ class MCPConsumer(AsyncConsumer):
         if parsed is None:
             raise Rejected(400, "Bad Request: malformed Last-Event-ID")
         stream_id, seq = parsed
+        try:
+            limits.reconnects.check(stream_id)
+        except LimitExceeded as exc:
+            raise too_many(exc) from None
         stream = await store.afind_stream(session.id, stream_id)
         if stream is None or seq > stream.last_seq:
             raise Rejected(404, "Not Found: no such event in this session")
@@ -364,8 +381,10 @@ class MCPConsumer(AsyncConsumer):
         conn.events_sent = len(events)
         self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms, polling))
 
-    def record_end(self, conn, reason: str):
+    def record_end(self, conn, reason: str, retry_ms: int | None = None):
         """The timeline keeps resumed connections and connections that ended before their stream."""
+        if retry_ms is not None:
+            limits.reconnects.closed(conn.stream_id, retry_ms)
         if self.log_id is not None or reason not in ("completed", "ended"):
             heartbeat.disconnected(conn.stream_id, self.log_id, reason)
 
@@ -377,6 +396,7 @@ class MCPConsumer(AsyncConsumer):
 
     async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms, polling):
         reason = "client"
+        self.closed_retry_ms = None
         try:
             reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms, polling)
         except asyncio.CancelledError:
@@ -387,7 +407,7 @@ class MCPConsumer(AsyncConsumer):
             await self.send_body(b"", more_body=False)
         finally:
             self.unlisten(listener)
-            self.record_end(conn, reason)
+            self.record_end(conn, reason, self.closed_retry_ms)
 
     async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms, polling) -> str:
         """Write the stream's events as they come; returns why the connection ended."""
@@ -397,11 +417,13 @@ class MCPConsumer(AsyncConsumer):
                 # A pre-2025-11-25 client may have no event id to resume from: keep its connection.
                 listener.closing = False
             if listener.closing:
-                await self.send_body(sse.retry(listener.close_retry_ms or retry_ms))
+                self.closed_retry_ms = listener.close_retry_ms or retry_ms
+                await self.send_body(sse.retry(self.closed_retry_ms))
                 return listener.close_reason
             now = time.monotonic()
             deadline = disconnect.deadline(conn)
             if deadline is not None and now >= deadline:
+                self.closed_retry_ms = retry_ms
                 await self.send_body(sse.retry(retry_ms))
                 return "policy"
             timeout = keepalive if deadline is None else min(keepalive, deadline - now)

@@ -1,0 +1,92 @@
+"""Limits: each a setting, each answered with a clear error, each logged."""
+import logging
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import override_settings
+
+from example_project.asgi import application
+from mcp_transport.auth import create_token
+from mcp_transport.testing import MCPCommunicator
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+async def started(client, name="progress", count=200):
+    """A call left running: read its first event, then drop the connection."""
+    return await client.request("tools/call", {"name": name, "arguments": {"count": count, "delay": 0.02},
+                                               "_meta": {"progressToken": 1}},
+                                until=lambda e: bool(e.data))
+
+
+@override_settings(MCP_TRANSPORT={"MAX_STREAMS_PER_SESSION": 1})
+async def test_requests_in_flight_per_session(caplog):
+    client = MCPCommunicator(application)
+    await client.initialize()
+    await started(client)
+    with caplog.at_level(logging.WARNING, "mcp_transport.limits"):
+        refused = await client.call_tool("echo", {"message": "x"})
+    assert refused.status == 429
+    assert refused.json["id"] == client._id and refused.json["error"]["code"] == -32003
+    assert "MAX_STREAMS_PER_SESSION" in refused.json["error"]["message"]
+    assert "Limit hit" in caplog.text
+    assert (await client.request("ping")).status == 200
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"],
+                                  "MAX_SESSIONS_PER_PRINCIPAL": 1})
+async def test_sessions_per_principal():
+    token = (await sync_to_async(lambda: create_token(User.objects.create_user("erin")))())[1]
+
+    def client():
+        c = MCPCommunicator(application)
+        original = c._headers
+        c._headers = lambda method, extra: original(method, {**(extra or {}), "authorization": f"Bearer {token}"})
+        return c
+
+    await client().initialize()
+    second = client()
+    refused = await second.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                 "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                            "clientInfo": {"name": "t", "version": "1"}}})
+    assert refused.status == 429 and "MAX_SESSIONS_PER_PRINCIPAL" in refused.json["error"]["message"]
+    assert "mcp-session-id" not in refused.headers
+
+
+@override_settings(MCP_TRANSPORT={"MAX_EVENTS_PER_STREAM": 5})
+async def test_events_per_stream_end_the_stream_with_an_error():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    response = await client.request("tools/call", {"name": "progress", "arguments": {"count": 50, "delay": 0},
+                                                   "_meta": {"progressToken": 1}})
+    progress = [m for m in response.messages if m.get("method") == "notifications/progress"]
+    assert len(progress) == 5
+    assert response.messages[-1]["error"]["code"] == -32003
+    assert "MAX_EVENTS_PER_STREAM" in response.messages[-1]["error"]["message"]
+
+
+@override_settings(MCP_TRANSPORT={"MAX_BYTES_PER_STREAM": 400})
+async def test_bytes_per_stream():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    response = await client.request("tools/call", {"name": "progress", "arguments": {"count": 50, "delay": 0},
+                                                   "_meta": {"progressToken": 1}})
+    assert 1 <= len([m for m in response.messages if m.get("method")]) < 5
+    assert "MAX_BYTES_PER_STREAM" in response.messages[-1]["error"]["message"]
+
+
+@override_settings(MCP_TRANSPORT={"DISCONNECT_POLICY": "after_priming", "RETRY_MS": 5000,
+                                  "MAX_EARLY_RECONNECTS": 1})
+async def test_reconnects_that_ignore_retry_get_429_with_retry_after():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    first = await client.call_tool("progress", {"count": 5, "delay": 0.5})
+    assert first.events[-1].retry == 5000
+    last_id = [e.id for e in first.events if e.id][-1]
+    early = await client.resume(last_id)
+    assert early.status == 200
+    again = await client.resume(last_id)
+    assert again.status == 429
+    assert 1 <= int(again.headers["retry-after"]) <= 5
+    assert again.json["error"]["code"] == -32003
