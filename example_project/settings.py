@@ -74,5 +74,9 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"mcp_transport": {"handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING")}},
+    "loggers": {
+        "mcp_transport": {
+            "handlers": ["console"], "level": os.environ.get("MCP_LOG_LEVEL", "WARNING"), "propagate": False,
+        },
+    },
 }

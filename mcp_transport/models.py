@@ -195,7 +195,8 @@ class Subscription(models.Model):
 class AccessTokenQuerySet(models.QuerySet):
     def usable(self):
         now = timezone.now()
-        return self.filter(revoked_at__isnull=True).filter(models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now))
+        unexpired = models.Q(expires_at__isnull=True) | models.Q(expires_at__gt=now)
+        return self.filter(unexpired, revoked_at__isnull=True)
 
 
 class AccessToken(models.Model):

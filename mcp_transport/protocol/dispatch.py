@@ -1,8 +1,8 @@
 """Method -> handler: initialize and version negotiation, capabilities, the MCP methods."""
 from __future__ import annotations
 
-from . import jsonrpc
 from ..streams.executor import executor
+from . import jsonrpc
 from .content import prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
 from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound

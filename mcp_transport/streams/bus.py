@@ -72,7 +72,7 @@ def mark_stale(stream_id: int, seq: int | None = None):
 
 def held_streams() -> dict[int, int]:
     """stream id -> the lowest seq delivered by this process's connections on it."""
-    return {sid: min(l.delivered for l in group) for sid, group in _listeners.items() if group}
+    return {sid: min(listener.delivered for listener in group) for sid, group in _listeners.items() if group}
 
 
 def end(stream_id: int):

@@ -85,7 +85,9 @@ class Relay:
             try:
                 await self.layer.group_send(group, message)
             except Exception:
-                logger.warning("Channel layer unavailable: %s to %s delayed until the next sweep", message["type"], group)
+                logger.warning(
+                    "Channel layer unavailable: %s to %s delayed until the next sweep", message["type"], group
+                )
 
         self._spawn(send())
 

@@ -10,7 +10,7 @@ import asyncio
 import json
 import logging
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from django.conf import settings
 
@@ -38,7 +38,6 @@ class InFlight:
     # Set by an operator's cancel (the admin): the client gets a JSON-RPC error as the response.
     cancelled_by_operator: bool = False
     cancel_reason: str | None = None
-    pending: set = field(default_factory=set)
 
 
 _inflight: dict[tuple[str, str], InFlight] = {}

@@ -23,8 +23,8 @@ from django.utils import timezone
 
 from .. import limits
 from ..conf import mcp_settings
-from .executor import batched
 from ..models import Event, Session, Stream, StreamConnection, Subscription, Worker
+from .executor import batched
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
 WORKER = f"{re.sub(r'[^A-Za-z0-9.-]', '-', socket.gethostname())[:40]}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -255,7 +255,10 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     """Every stored event after `seq`, in order, and the stream's status read with them."""
     with transaction.atomic(savepoint=False):
         status = Stream.objects.filter(pk=stream_id).values_list("status", flat=True).first()
-        rows = Event.objects.filter(stream_id=stream_id, seq__gt=seq).order_by("seq").values_list("seq", "kind", "payload")
+        rows = (
+            Event.objects.filter(stream_id=stream_id, seq__gt=seq).order_by("seq")
+            .values_list("seq", "kind", "payload")
+        )
     return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
 
 

@@ -17,8 +17,8 @@ from channels.exceptions import StopConsumer
 from channels.utils import await_many_dispatch
 
 from .. import auth, limits, policies
-from ..limits import LimitExceeded
 from ..conf import mcp_settings
+from ..limits import LimitExceeded
 from ..models import Event, Stream
 from ..protocol import jsonrpc
 from ..protocol.server import get_server
@@ -192,7 +192,7 @@ class MCPConsumer(AsyncConsumer):
             challenge += " " + ", ".join(params)
         return Rejected(401, message, headers=[("www-authenticate", challenge)])
 
-    async def load_session(self, request_id=None):
+    async def load_session(self):
         """The session named by Mcp-Session-Id; 404 for anyone but the principal who created it."""
         session_id = self.headers.get(SESSION_HEADER)
         if not session_id:
@@ -275,7 +275,8 @@ class MCPConsumer(AsyncConsumer):
         """The disconnect and retry policies in force for a connection, and how to show them."""
         tool = self.server.tools.get(tool_name) if tool_name else None
         if tool is not None and tool.disconnect_policy is not None:
-            disconnect, label = policies.resolve_disconnect(tool.disconnect_policy), policies.describe(tool.disconnect_policy)
+            disconnect = policies.resolve_disconnect(tool.disconnect_policy)
+            label = policies.describe(tool.disconnect_policy)
         else:
             disconnect, label = policies.default_disconnect(), policies.describe(mcp_settings.DISCONNECT_POLICY)
         if tool is not None and tool.retry_ms is not None:

@@ -11,4 +11,6 @@ class Command(BaseCommand):
 
     def handle(self, *args, **options):
         counts = store.prune()
-        self.stdout.write(f"Pruned {counts['sessions']} session rows and {counts['streams']} stream rows (with events).")
+        self.stdout.write(
+            f"Pruned {counts['sessions']} session rows and {counts['streams']} stream rows (with events)."
+        )

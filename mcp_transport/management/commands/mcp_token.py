@@ -44,7 +44,8 @@ class Command(BaseCommand):
         for row in rows:
             state = "usable" if row.usable else ("revoked" if row.revoked_at else "expired")
             expires = row.expires_at.isoformat(timespec="minutes") if row.expires_at else "never"
-            self.stdout.write(f"{row.prefix}  {row.user}  {state}  expires {expires}  {' '.join(row.scopes)}  {row.name}")
+            scopes = " ".join(row.scopes)
+            self.stdout.write(f"{row.prefix}  {row.user}  {state}  expires {expires}  {scopes}  {row.name}")
 
     def do_revoke(self, prefix, **_):
         count = AccessToken.objects.filter(prefix=prefix, revoked_at__isnull=True).update(revoked_at=timezone.now())
