@@ -53,6 +53,8 @@ class Relay:
         """Idempotent, lazy: daphne has no lifespan, so the first consumer starts it."""
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
+        elif self._started.done():
+            return
         await asyncio.shield(self._started)
 
     async def _start(self):

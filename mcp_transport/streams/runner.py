@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from django.conf import settings
 
 from ..conf import mcp_settings
-from ..limits import StreamBudget
+from ..limits import StreamBudget, hit
 from ..models import Stream
 from ..protocol import jsonrpc
 from ..protocol.context import Context
@@ -187,6 +187,13 @@ async def answer_now(server, session, message, scope=None) -> dict | None:
     finally:
         if key and _inflight.get(key) is inflight:
             del _inflight[key]
+
+
+def check_in_flight(session_id: str):
+    """MAX_STREAMS_PER_SESSION, counted on this worker (no query on the hot path)."""
+    limit = mcp_settings.MAX_STREAMS_PER_SESSION
+    if limit and sum(1 for (sid, _), f in _inflight.items() if sid == session_id and f.stream_id) >= limit:
+        raise hit(f"MAX_STREAMS_PER_SESSION ({limit}) requests in flight", session=session_id)
 
 
 def running_streams() -> dict[tuple[str, str], int]:

@@ -165,11 +165,6 @@ def open_stream(session_id, *, method="", request_id="", tool_name="", prime=Fal
         disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
     )
     with transaction.atomic(savepoint=False):
-        limit = mcp_settings.MAX_STREAMS_PER_SESSION
-        if limit and Stream.objects.filter(
-            session_id=session_id, kind=Stream.Kind.REQUEST, status=Stream.Status.OPEN
-        )[:limit].count() >= limit:
-            raise limits.hit(f"MAX_STREAMS_PER_SESSION ({limit}) requests in flight", session=session_id)
         if _can_return():
             (stream_id,) = _insert(Stream, [row], returning=True)
         else:

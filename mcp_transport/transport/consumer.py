@@ -291,6 +291,7 @@ class MCPConsumer(AsyncConsumer):
         params = message.params or {}
         tool_name = params.get("name", "") if message.method == "tools/call" else ""
         tool_name = tool_name if isinstance(tool_name, str) else ""
+        runner.check_in_flight(session.id)
         disconnect, retry, label = self.policies_for(session, tool_name)
         retry_ms = retry.retry_ms(policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
         stream_id, priming = await store.aopen_stream(
