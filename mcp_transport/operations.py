@@ -17,7 +17,6 @@ These run synchronously (`async_to_sync` around the layer), in a view or a shell
 from __future__ import annotations
 
 import json
-import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
@@ -29,8 +28,6 @@ from django.utils import timezone
 from .conf import mcp_settings
 from .models import Session, Stream
 from .streams import relay, store
-
-logger = logging.getLogger("mcp_transport")
 
 ORIGIN = "admin"
 OPERATOR = "operator"
