@@ -181,6 +181,21 @@ class Worker(models.Model):
         return self.id
 
 
+class Delivery(models.Model):
+    """A message for one worker that must not be lost with a channel-layer message: a client's
+    answer to a tool's request, or a cancellation. The worker's sweep reads what the relay missed."""
+
+    class Kind(models.TextChoices):
+        RESPONSE = "response"
+        CANCEL = "cancel"
+
+    worker = models.CharField(max_length=100, db_index=True)
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    payload = models.TextField(help_text="JSON: the client's response, or the cancel's request id, reason and by")
+    created_at = models.DateTimeField(default=timezone.now)
+
+
 class Subscription(models.Model):
     """A `resources/subscribe` of a session; updates go to its standalone GET stream."""
 

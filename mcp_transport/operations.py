@@ -85,10 +85,9 @@ def cancel_request(stream: Stream, reason: str = "Cancelled by an operator") -> 
         return Outcome(False, f"The request of stream {stream.pk} already ended.")
     if not stream.worker:
         return Outcome(False, f"Stream {stream.pk} records no worker running its request.")
-    send(relay.worker_group(stream.worker), {
-        "type": relay.CANCEL, "session": stream.session_id, "request": json.loads(stream.request_id),
-        "reason": reason, "by": OPERATOR,
-    })
+    cancel = {"request": json.loads(stream.request_id), "reason": reason, "by": OPERATOR}
+    store.deliver(stream.worker, stream.session_id, "cancel", cancel)
+    send(relay.worker_group(stream.worker), {"type": relay.CANCEL, "session": stream.session_id, **cancel})
     return Outcome(True, f"Cancelling request {stream.request_id} of stream {stream.pk} on {stream.worker}; "
                          "the client gets an error response.")
 

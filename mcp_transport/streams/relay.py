@@ -127,28 +127,44 @@ class Relay:
     def end(self, stream_id: int):
         self._send_group(stream_group(stream_id), {"type": END, "stream": stream_id})
 
-    def cancel(self, worker: str, session_id: str, request_id, reason=None):
-        self._send_group(worker_group(worker), {"type": CANCEL, "session": session_id, "request": request_id,
-                                                "reason": reason})
+    async def cancel(self, worker: str, session_id: str, request_id, reason=None, by=None):
+        """Stored first (a Delivery the worker's sweep reads), then signalled: never lost."""
+        message = {"request": request_id, "reason": reason, "by": by}
+        await store.adeliver(worker, session_id, "cancel", message)
+        self._send_group(worker_group(worker), {"type": CANCEL, "session": session_id, **message})
 
     def session_ended(self, session_id: str):
         self._send_group(ALL_WORKERS, {"type": SESSION_END, "session": session_id})
 
-    def respond(self, worker: str, session_id: str, response: dict):
+    async def respond(self, worker: str, session_id: str, response: dict):
+        await store.adeliver(worker, session_id, "response", response)
         self._send_group(worker_group(worker), {"type": RESPOND, "session": session_id, "response": response})
 
     # What the others ask of this process
 
+    async def rejoin(self):
+        """Group memberships live in Redis: after it restarts they are gone until re-added."""
+        await self.layer.group_add(worker_group(store.WORKER), self.channel)
+        await self.layer.group_add(ALL_WORKERS, self.channel)
+        for stream_id in list(self.joined):
+            await self.layer.group_add(stream_group(stream_id), self.channel)
+
     async def _receive_forever(self):
-        delay = 0.1
+        delay, lost = 0.1, False
         while True:
             try:
+                if lost:
+                    await self.rejoin()
+                    lost = False
+                    logger.warning("Channel layer back: groups joined again")
+                    await self.take_deliveries()
                 message = await self.layer.receive(self.channel)
                 delay = 0.1
             except asyncio.CancelledError:
                 raise
             except Exception:
-                logger.warning("Channel layer receive failed; retrying in %.1fs", delay)
+                lost = True
+                logger.warning("Channel layer unavailable; retrying in %.1fs", delay)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue
@@ -172,10 +188,19 @@ class Relay:
         elif kind == CANCEL:
             runner.cancel(message["session"], message["request"], message.get("reason"), by=message.get("by"))
         elif kind == RESPOND:
-            runner.resolve(message["session"], message["response"])
+            runner.resolve_here(message["session"], message["response"])
         elif kind == SESSION_END:
             store.forget_session(message["session"])
             runner.cancel_session(message["session"])
+
+    async def take_deliveries(self):
+        from . import runner
+
+        for session_id, kind, payload in await store.atake_deliveries(store.WORKER):
+            if kind == "response":
+                runner.resolve_here(session_id, payload)
+            else:
+                runner.cancel(session_id, payload["request"], payload.get("reason"), by=payload.get("by"))
 
     async def _sweep_forever(self):
         """Catch up on lost wake-ups and re-join groups a restarted Redis forgot."""
@@ -184,6 +209,7 @@ class Relay:
             await asyncio.sleep(float(mcp_settings.WAKEUP_SWEEP_SECONDS))
             rounds += 1
             try:
+                await self.take_deliveries()
                 held = bus.held_streams()
                 if held:
                     progress = await store.astream_progress(held)
@@ -191,10 +217,10 @@ class Relay:
                         if last_seq > held[stream_id] or status != "open":
                             bus.mark_stale(stream_id, last_seq)
                 if rounds % 10 == 0:
+                    await self.rejoin()
+                else:
                     await self.layer.group_add(worker_group(store.WORKER), self.channel)
                     await self.layer.group_add(ALL_WORKERS, self.channel)
-                    for stream_id in list(self.joined):
-                        await self.layer.group_add(stream_group(stream_id), self.channel)
             except asyncio.CancelledError:
                 raise
             except Exception:

@@ -235,16 +235,23 @@ def cancel_session(session_id: str):
         relay.end(standalone)
 
 
-def resolve(session_id: str, response: dict) -> bool:
+def resolve_here(session_id: str, response: dict) -> bool:
+    """Hand a client's answer to the task of this process waiting for it."""
+    future = _pending.get((session_id, request_key(response.get("id"))))
+    if future is None or future.done():
+        return False
+    future.set_result(response)
+    return True
+
+
+async def resolve(session_id: str, response: dict) -> bool:
     """The client answered one of our requests: hand it to the waiting task, here or on its worker."""
-    request_id = response.get("id")
-    future = _pending.get((session_id, request_key(request_id)))
-    if future is not None and not future.done():
-        future.set_result(response)
+    if resolve_here(session_id, response):
         return True
+    request_id = response.get("id")
     parts = request_id.split("~") if isinstance(request_id, str) else []
     if len(parts) == 3 and parts[0] == "srv" and parts[1] != store.WORKER:
-        relay.relay.respond(parts[1], session_id, response)
+        await relay.relay.respond(parts[1], session_id, response)
         return True
     return False
 
@@ -255,7 +262,7 @@ async def cancel_anywhere(session_id: str, request_id, reason=None):
         return
     worker = await store.arequest_worker(session_id, request_key(request_id))
     if worker and worker != store.WORKER:
-        relay.relay.cancel(worker, session_id, request_id, reason)
+        await relay.relay.cancel(worker, session_id, request_id, reason)
 
 
 async def notify_subscribers(server_name: str, uri: str):

@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import limits
 from ..conf import mcp_settings
-from ..models import Event, Session, Stream, StreamConnection, Subscription, Worker
+from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker
 from .executor import batched
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
@@ -265,6 +265,19 @@ def request_worker(session_id: str, request_key: str) -> str | None:
     )
 
 
+def deliver(worker: str, session_id: str, kind: str, payload: dict):
+    Delivery.objects.create(worker=worker, session_id=session_id, kind=kind, payload=json.dumps(payload))
+
+
+def take_deliveries(worker: str) -> list[tuple[str, str, dict]]:
+    """What other workers left for this one: (session id, kind, payload), removed as they are read."""
+    rows = list(Delivery.objects.filter(worker=worker).order_by("id").values_list("id", "session_id", "kind",
+                                                                                  "payload")[:500])
+    if rows:
+        Delivery.objects.filter(pk__in=[row[0] for row in rows]).delete()
+    return [(session_id, kind, json.loads(payload)) for _, session_id, kind, payload in rows]
+
+
 def stream_progress(stream_ids) -> dict[int, tuple[int, str]]:
     """stream id -> (last seq, status), for catching up after lost wake-ups."""
     rows = Stream.objects.filter(pk__in=list(stream_ids)).values_list("id", "last_seq", "status")
@@ -393,4 +406,6 @@ adisconnected = batched(disconnected)
 aheartbeat = batched(heartbeat)
 afail_orphans = batched(fail_orphans)
 arequest_worker = batched(request_worker)
+adeliver = batched(deliver)
+atake_deliveries = batched(take_deliveries)
 astream_progress = batched(stream_progress)

@@ -227,7 +227,7 @@ class MCPConsumer(AsyncConsumer):
             await self.reject(exc, message.id if message.is_request else None)
             return
         if message.kind == "response":
-            if not runner.resolve(session.id, message.raw):
+            if not await runner.resolve(session.id, message.raw):
                 logger.info("Response %r of session %s matches no pending request", message.id, session.id)
             await self.send_json(202, None, self.session_headers(session.id))
             return
@@ -385,7 +385,8 @@ class MCPConsumer(AsyncConsumer):
 
     def record_end(self, conn, reason: str, retry_ms: int | None = None):
         """The timeline keeps resumed connections and connections that ended before their stream."""
-        if retry_ms is not None:
+        if retry_ms is not None and reason != "replaced":
+            # A connection replaced by the client's own resumption asked nothing of the client.
             limits.reconnects.closed(conn.stream_id, retry_ms)
         if self.log_id is not None or reason not in ("completed", "ended"):
             heartbeat.disconnected(conn.stream_id, self.log_id, reason)
