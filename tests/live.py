@@ -5,6 +5,7 @@ every status, header, event id and `retry` field, and cut connections where they
 """
 from __future__ import annotations
 
+import atexit
 import json
 import os
 import shutil
@@ -30,6 +31,14 @@ def free_port() -> int:
 
 
 _template_db: dict[str, str] = {}
+_temp_dirs: list[str] = []
+
+
+@atexit.register
+def _remove_temp_dirs():
+    """Servers may share a database with the one they replace, so their folders go at exit."""
+    for path in _temp_dirs + [os.path.dirname(p) for p in _template_db.values()]:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def migrated_db(directory: str) -> str:
@@ -45,14 +54,19 @@ def migrated_db(directory: str) -> str:
 
 
 class DaphneServer:
-    """`daphne example_project.asgi:application` on 127.0.0.1 with MCP_TRANSPORT overrides."""
+    """`daphne example_project.asgi:application` on 127.0.0.1 with MCP_TRANSPORT overrides.
 
-    def __init__(self, transport: dict | None = None, env: dict | None = None):
+    `db`: serve an existing SQLite file (e.g. another, killed, server's `.db`) instead of a
+    fresh copy of the migrated template.
+    """
+
+    def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None):
         self.transport = transport or {}
         self.extra_env = env or {}
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="mcp-daphne-")
-        self.db = migrated_db(self.dir)
+        _temp_dirs.append(self.dir)
+        self.db = db if db is not None else migrated_db(self.dir)
         self.log_path = os.path.join(self.dir, "daphne.log")
         self.proc: subprocess.Popen | None = None
 
@@ -94,6 +108,14 @@ class DaphneServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        if getattr(self, "log", None):
+            self.log.close()
+
+    def kill(self):
+        """SIGKILL, as a crash would: no shutdown code runs."""
+        if self.proc and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
         if getattr(self, "log", None):
             self.log.close()
 

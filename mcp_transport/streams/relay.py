@@ -164,7 +164,7 @@ class Relay:
                 raise
             except Exception:
                 lost = True
-                logger.warning("Channel layer unavailable; retrying in %.1fs", delay)
+                logger.warning("Channel layer unavailable; retrying in %.1fs", delay, exc_info=True)
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 continue

@@ -1,0 +1,109 @@
+"""The bench's scenarios (bench/scenarios.py) in small numbers against a real daphne.
+
+Correctness only: calls succeed, streams are held and end on DELETE, nothing is lost, duplicated
+or reordered. No timing is asserted; the figures themselves are `make bench`'s business.
+"""
+import asyncio
+import contextlib
+import shutil
+
+import pytest
+
+from bench import run, scenarios
+from bench.client import SSEParser
+from bench.dbtool import DBTool
+
+from .live import DaphneServer
+
+
+@contextlib.contextmanager
+def served(transport=None):
+    """A daphne of its own, its temp directory (database, log) removed afterwards."""
+    s = DaphneServer(transport)
+    try:
+        with s:
+            yield s
+    finally:
+        shutil.rmtree(s.dir, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with served() as s:
+        yield s
+
+
+def dbtool(server: DaphneServer) -> DBTool:
+    return DBTool({"DJANGO_SETTINGS_MODULE": "tests.live_settings", "MCP_EXAMPLE_DB": server.db})
+
+
+def renders(result: dict):
+    assert run.correctness(result) == []
+    table = run.table([result])
+    assert "FAILED" not in table
+    return table
+
+
+def test_calls_sse(server):
+    r = asyncio.run(scenarios.calls(server.url, concurrency=2, duration=2, warmup=0.2, pid=server.proc.pid))
+    assert r["mode"] == "sse"
+    assert r["sessions"] == 2 and r["calls"] > 0
+    assert r["errors"] == 0 and r["wrong_results"] == 0, r["error_samples"]
+    assert r["deleted"] == 2
+    assert r["server_rss_kb"] and r["server_cpu_pct"] is not None
+    renders(r)
+
+
+def test_calls_json():
+    with served({"JSON_RESPONSE": True}) as s:
+        r = asyncio.run(scenarios.calls(s.url, concurrency=2, duration=2, warmup=0.2, pid=s.proc.pid))
+    assert r["mode"] == "json"
+    assert r["calls"] > 0 and r["errors"] == 0 and r["wrong_results"] == 0, r["error_samples"]
+    renders(r)
+
+
+def test_streams(server):
+    r = asyncio.run(scenarios.streams(server.url, count=20, hold=1, pid=server.proc.pid, warm=2))
+    assert r["errors"] == 0, r["error_samples"]
+    assert r["opened"] == 20 and r["held"] == 20 and r["all_held"]
+    assert r["ended_on_delete"] == 20 and r["deleted"] == 20
+    assert r["kb_per_session_plus_stream"] is not None
+    renders(r)
+
+
+def test_resume(server):
+    r = asyncio.run(scenarios.resume(server.url, count=20, delays=(0.02, 0.001, 0), repeats=2))
+    assert len(r["results"]) == 6
+    for row in r["results"]:
+        assert row["runs"] == 2
+        assert (row["lost"], row["duplicated"], row["out_of_order"], row["missing_response"],
+                row["id_regressions"]) == (0, 0, 0, 0, 0), row
+    assert r["ok"]
+    renders(r)
+
+
+def test_burst(server):
+    r = asyncio.run(scenarios.burst(server.url, count=300, pid=server.proc.pid, db=dbtool(server)))
+    assert r["ok"], r
+    assert r["notifications"] == 300 and r["lost"] == 0 and r["duplicated"] == 0
+    assert r["stored"]["events"] == 302  # priming + 300 notifications + the response
+    renders(r)
+
+
+def test_replay(server):
+    r = asyncio.run(scenarios.replay(server.url, count=300, total_rows=5000, repeats=2, db=dbtool(server)))
+    assert r["ok"], r
+    assert r["small"]["events"] == 301 and r["large"]["events"] == 301  # 300 notifications + the response
+    assert r["large"]["table_rows"] >= 5000
+    renders(r)
+
+
+def test_sse_parser_split_anywhere():
+    """Events split across reads at any byte, CRLF and CR line ends, comments, a priming event."""
+    stream = (b": keepalive\r\n\r\nid: 7-0\r\nretry: 500\r\ndata: \r\n\r\n"
+              b"id: 7-1\ndata: {\"a\":\ndata: 1}\n\nid: 7-2\ndata: x\n\nid: 7-3\rdata: y\r\r")
+    for cut in range(1, len(stream)):
+        parser = SSEParser()
+        events = parser.feed(stream[:cut]) + parser.feed(stream[cut:])
+        assert [(e.id, e.data) for e in events] == [("7-0", ""), ("7-1", '{"a":\n1}'), ("7-2", "x"), ("7-3", "y")]
+        assert parser.retry == 500 and parser.comments == 1 and parser.last_id == "7-3"
