@@ -23,14 +23,18 @@ class BatchExecutor:
         self._queue: list[tuple] = []
         self._running = False
 
-    async def run(self, fn, *args, **kwargs):
+    def submit(self, fn, *args, **kwargs) -> asyncio.Future:
+        """Queue now (the order of submission is the order of execution), await later or never."""
         loop = asyncio.get_running_loop()
         future = loop.create_future()
         self._queue.append((fn, args, kwargs, future))
         if not self._running:
             self._running = True
             loop.create_task(self._drain(loop))
-        return await future
+        return future
+
+    async def run(self, fn, *args, **kwargs):
+        return await self.submit(fn, *args, **kwargs)
 
     async def _drain(self, loop):
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections import deque
 import logging
 import secrets
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from ..protocol import jsonrpc
 from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
 from . import relay, store
+from .executor import executor
 
 logger = logging.getLogger("mcp_transport")
 
@@ -61,17 +63,33 @@ async def send_to_session(session_id: str, message: dict):
 class StreamOutbox:
     """Messages of one request, stored on its stream before anyone sends them."""
 
+    # Writes a tool may have queued and not yet seen stored before `send` waits for the oldest.
+    MAX_QUEUED = 256
+
     def __init__(self, session, stream_id: int | None):
         self.session = session
         self.stream_id = stream_id
         self.budget = StreamBudget()
+        self.queued: deque[asyncio.Future] = deque()
 
     async def send(self, message: dict):
+        """Queue the message's write and return: it is sent once stored, in order, so a tool
+        emitting many notifications shares commits instead of waiting for each."""
         if self.stream_id is None:
             return
         payload = jsonrpc.dumps(message)
         self.budget.spend(payload, self.stream_id)
-        relay.publish(self.stream_id, await store.aappend(self.stream_id, [payload]))
+        stored = executor.submit(store.append, self.stream_id, [payload])
+        stored.add_done_callback(self._publish)
+        self.queued.append(stored)
+        while self.queued and (self.queued[0].done() or len(self.queued) > self.MAX_QUEUED):
+            await self.queued.popleft()
+
+    def _publish(self, stored: asyncio.Future):
+        if not stored.cancelled() and stored.exception() is None:
+            relay.publish(self.stream_id, stored.result())
+        elif not stored.cancelled():
+            logger.error("Storing an event of stream %s failed", self.stream_id, exc_info=stored.exception())
 
     async def request(self, method, params, timeout):
         if self.stream_id is None:
