@@ -46,6 +46,8 @@ class Relay:
         self.channel: str | None = None
         self.remote = False
         self.joined: set[int] = set()
+        # Streams another worker resumed: their wake-ups must go out even while one is held here.
+        self.held_elsewhere: set[int] = set()
         self._started: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
 
@@ -116,9 +118,13 @@ class Relay:
 
             self._spawn(discard())
 
-    def wake(self, stream_id: int, seq: int):
-        if self.remote:
+    def wake(self, stream_id: int, seq: int, final=False):
+        """Only when another worker may hold the stream: none here, or one resumed it elsewhere.
+        (A wake-up skipped by a race only waits for the other worker's sweep.)"""
+        if self.remote and (stream_id in self.held_elsewhere or not bus.listeners(stream_id)):
             self._send_group(stream_group(stream_id), {"type": WAKE, "stream": stream_id, "seq": seq})
+        if final:
+            self.held_elsewhere.discard(stream_id)
 
     def close(self, stream_id: int, retry_ms: int | None, reason="server"):
         self._send_group(stream_group(stream_id), {"type": CLOSE, "stream": stream_id, "retry": retry_ms,
@@ -182,6 +188,8 @@ class Relay:
         if kind == WAKE:
             bus.mark_stale(message["stream"], message.get("seq"))
         elif kind == CLOSE:
+            if message.get("reason") == "replaced":
+                self.held_elsewhere.add(message["stream"])
             bus.close_connections(message["stream"], message.get("retry"), reason=message.get("reason", "server"))
         elif kind == END:
             bus.end(message["stream"])
@@ -234,7 +242,7 @@ def publish(stream_id: int, events):
     """New events on a stream: hand them to this process's connections, wake the other workers'."""
     if events:
         bus.publish(stream_id, events)
-        relay.wake(stream_id, events[-1].seq)
+        relay.wake(stream_id, events[-1].seq, final=events[-1].kind == "final")
 
 
 def close_connections(stream_id: int, retry_ms: int | None, *, keep=None, reason="server"):
