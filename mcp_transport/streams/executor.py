@@ -33,6 +33,16 @@ class BatchExecutor:
             loop.create_task(self._drain(loop))
         return future
 
+    def submit_items(self, fn, key, items: list, limit: int = 128) -> tuple[asyncio.Future, bool]:
+        """Queue `fn(key, items)`, or add the items to the same call if it is the last one queued and
+        not yet taken: one write for a tool's burst. Returns the future and whether it is a new call."""
+        if self._queue:
+            last_fn, last_args, _, last_future = self._queue[-1]
+            if last_fn is fn and last_args[0] == key and len(last_args[1]) < limit:
+                last_args[1].extend(items)
+                return last_future, False
+        return self.submit(fn, key, list(items)), True
+
     async def run(self, fn, *args, **kwargs):
         return await self.submit(fn, *args, **kwargs)
 

@@ -63,14 +63,15 @@ async def send_to_session(session_id: str, message: dict):
 class StreamOutbox:
     """Messages of one request, stored on its stream before anyone sends them."""
 
-    # Writes a tool may have queued and not yet seen stored before `send` waits for the oldest.
-    MAX_QUEUED = 256
+    # Writes (of up to 128 messages each) a tool may have queued before `send` waits for the oldest.
+    MAX_QUEUED = 16
 
     def __init__(self, session, stream_id: int | None):
         self.session = session
         self.stream_id = stream_id
         self.budget = StreamBudget()
         self.queued: deque[asyncio.Future] = deque()
+        self.sent = 0
 
     async def send(self, message: dict):
         """Queue the message's write and return: it is sent once stored, in order, so a tool
@@ -79,11 +80,15 @@ class StreamOutbox:
             return
         payload = jsonrpc.dumps(message)
         self.budget.spend(payload, self.stream_id)
-        stored = executor.submit(store.append, self.stream_id, [payload])
-        stored.add_done_callback(self._publish)
-        self.queued.append(stored)
+        stored, new = executor.submit_items(store.append, self.stream_id, [payload])
+        if new:
+            stored.add_done_callback(self._publish)
+            self.queued.append(stored)
         while self.queued and (self.queued[0].done() or len(self.queued) > self.MAX_QUEUED):
             await self.queued.popleft()
+        self.sent += 1
+        if self.sent % 32 == 0:
+            await asyncio.sleep(0)  # a tool that only emits must still let its events go out
 
     def _publish(self, stored: asyncio.Future):
         if not stored.cancelled() and stored.exception() is None:
