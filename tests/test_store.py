@@ -117,3 +117,20 @@ def test_prune_removes_expired_sessions_and_old_streams():
     assert list(Session.objects.values_list("pk", flat=True)) == ["keep"]
     assert list(Stream.objects.values_list("pk", flat=True)) == [running]
     assert not Event.objects.filter(stream_id=done).exists()
+
+
+async def test_queued_notifications_never_merge_into_a_finishing_append():
+    """A tool still emitting after its stream was ended (shutdown, failure) must not push the end back."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_transport.streams.executor import executor
+
+    await sync_to_async(new_session)()
+    stream_id, _ = await store.aopen_stream("s1", prime=True)
+    first, new = executor.submit_items(store.append, stream_id, ["n1"])
+    final = executor.submit(store.append, stream_id, ["end"], finish=Stream.Status.FAILED)
+    late, late_new = executor.submit_items(store.append, stream_id, ["n2"])
+    assert new and late_new
+    assert [e.kind for e in await first] == ["message"]
+    assert [(e.payload, e.kind) for e in await final] == [("end", "final")]
+    assert await late == []

@@ -37,8 +37,9 @@ class BatchExecutor:
         """Queue `fn(key, items)`, or add the items to the same call if it is the last one queued and
         not yet taken: one write for a tool's burst. Returns the future and whether it is a new call."""
         if self._queue:
-            last_fn, last_args, _, last_future = self._queue[-1]
-            if last_fn is fn and last_args[0] == key and len(last_args[1]) < limit:
+            last_fn, last_args, last_kwargs, last_future = self._queue[-1]
+            # Never into a call with options (an append that finishes the stream ends it there).
+            if last_fn is fn and not last_kwargs and last_args[0] == key and len(last_args[1]) < limit:
                 last_args[1].extend(items)
                 return last_future, False
         return self.submit(fn, key, list(items)), True

@@ -127,8 +127,10 @@ class Relay:
             self.held_elsewhere.discard(stream_id)
 
     def close(self, stream_id: int, retry_ms: int | None, reason="server"):
-        self._send_group(stream_group(stream_id), {"type": CLOSE, "stream": stream_id, "retry": retry_ms,
-                                                   "reason": reason})
+        # A resumption replaces a connection that may be held where the stream was opened, a
+        # worker that never joined the stream's group: tell every worker.
+        group = ALL_WORKERS if reason == "replaced" else stream_group(stream_id)
+        self._send_group(group, {"type": CLOSE, "stream": stream_id, "retry": retry_ms, "reason": reason})
 
     def end(self, stream_id: int):
         self._send_group(stream_group(stream_id), {"type": END, "stream": stream_id})

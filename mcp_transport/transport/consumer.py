@@ -298,7 +298,7 @@ class MCPConsumer(AsyncConsumer):
             session.id, method=message.method, request_id=runner.request_key(message.id),
             tool_name=tool_name, prime=session.protocol_version >= PRIMING_VERSION, policy=label, retry_ms=retry_ms,
         )
-        listener = await self.listen(stream_id)
+        listener = await self.listen(stream_id, join=False)
         runner.start_on_stream(self.server, session, message, stream_id, self.scope)
         conn = policies.Connection(stream_id, Stream.Kind.REQUEST, message.method, tool_name)
         await self.start_stream(session, listener, conn, [priming] if priming else [], 0, disconnect, retry_ms)
@@ -354,10 +354,15 @@ class MCPConsumer(AsyncConsumer):
         await self.start_stream(session, listener, conn, events, seq, disconnect, retry_ms,
                                 reprime=last_event_id, ended=ended)
 
-    async def listen(self, stream_id: int) -> bus.Listener:
-        """Subscribe before reading the table, so no event falls between replay and live."""
+    async def listen(self, stream_id: int, join=True) -> bus.Listener:
+        """Subscribe before reading the table, so no event falls between replay and live.
+
+        A request stream opened here is written here: it needs no wake-ups from other workers
+        (`join=False` saves two Redis round trips per call) until a client resumes it elsewhere.
+        """
         listener = bus.listen(stream_id)
-        await relay.relay.join(stream_id)
+        if join:
+            await relay.relay.join(stream_id)
         return listener
 
     def unlisten(self, listener):
