@@ -1,10 +1,11 @@
-# Two commands matter: `make run` (serve the example at http://127.0.0.1:$(PORT)/mcp) and `make test`.
+# Two commands matter: `make run` (serve the example at http://127.0.0.1:$(PORT)/mcp) and `make test`;
+# `make bench` measures it.
 PORT ?= 8000
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install test-install interop-install migrate clean
+.PHONY: run test bench install test-install interop-install browser-install deploy-install migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -32,10 +33,28 @@ run: migrate
 interop-install:
 	bash tests/interop/install.sh
 
-# The store and the in-process tests also run on PostgreSQL (started by .ci/run); then everything.
-test: test-install interop-install
-	$(PY) -m pytest -q --ds=tests.settings_postgres tests/test_store.py tests/test_inprocess.py
+# Debian's chromium for the admin's end-to-end test (tests/test_admin_e2e.py), driven by Playwright.
+browser-install:
+	bash tests/browser/install.sh
+
+# nginx from Debian's packages for the deploy/ topology tests (tests/test_deploy.py). Without it
+# those tests skip and say why; in CI (CI set) a failed install fails `make test`.
+deploy-install:
+	@bash tests/deploy/install.sh >/dev/null || { [ -z "$$CI" ] || exit 1; \
+	  echo "nginx is not installed: tests/test_deploy.py will skip its topology tests" >&2; }
+
+# The store, the in-process and the admin tests also run on PostgreSQL (started by .ci/run); then everything.
+test: test-install interop-install browser-install deploy-install
+	$(PY) -m pytest -q --ds=tests.settings_postgres tests/test_store.py tests/test_inprocess.py tests/test_admin.py \
+		tests/test_status_command.py
 	$(PY) -m pytest
 
+# The project's own benchmark (bench/run.py): serves the example under daphne, prints one markdown
+# table, writes test-output/bench.json and test-output/bench-calls.png. `make bench BENCH_ARGS=--quick`
+# for a short smoke run; `BENCH_ARGS="--db postgres"` for PostgreSQL + Redis (settings_scaled).
+BENCH_ARGS ?=
+bench: test-install
+	$(PY) bench/run.py $(BENCH_ARGS)
+
 clean:
-	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache
+	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache test-output
