@@ -171,3 +171,22 @@ def test_resource_templates_match_their_variables():
     assert resource is server.resources["test://items/{item_id}/data"] and args == {"item_id": "42"}
     assert server.find_resource("test://items/42/other") == (None, None)
     assert resource.definition()["uriTemplate"] == "test://items/{item_id}/data"
+
+
+@pytest.mark.parametrize("body", [
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":NaN}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":-Infinity}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":1e400}}',
+    b'{"jsonrpc":"2.0","id":1,"method":"\\ud800"}',
+    b'{"jsonrpc":"2.0","id":1,"method":"ping","params":{"x":"\\udfff"}}',
+])
+def test_non_json_numbers_and_unpaired_surrogates_are_parse_errors(body):
+    with pytest.raises(jsonrpc.JSONRPCError) as info:
+        jsonrpc.parse(body)
+    assert info.value.code == jsonrpc.PARSE_ERROR
+
+
+def test_paired_surrogates_are_fine_and_output_is_always_valid_ascii_json():
+    assert jsonrpc.parse(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d\\ude00"}').method == "\U0001F600"
+    out = jsonrpc.dumps({"text": "\ud800 \u2028 \u00e9", "n": float("nan"), "big": [float("inf")]})
+    assert out.isascii() and json.loads(out) == {"text": "\ud800 \u2028 \u00e9", "n": None, "big": [None]}

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -86,10 +88,30 @@ def parse(body: bytes) -> Message:
     except UnicodeDecodeError:
         raise ParseError("Parse error: body is not valid UTF-8") from None
     try:
-        data = json.loads(text)
+        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"Parse error: {exc}") from None
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            json.dumps(data, ensure_ascii=False).encode("utf-8")
+        except UnicodeEncodeError:
+            raise ParseError("Parse error: a string holds an unpaired UTF-16 surrogate") from None
     return validate(data)
+
+
+# Only bodies with \uD800-\uDFFF escapes can decode to unpaired surrogates; only those are checked.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number out of range: {text[:40]}")
+    return value
 
 
 def validate(data) -> Message:
@@ -123,7 +145,23 @@ def validate(data) -> Message:
 
 
 def dumps(obj) -> str:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+    """Compact and ASCII-only: whatever a tool returns (unpaired surrogates, U+2028, NaN) stays
+    valid JSON on one SSE line and encodes to UTF-8."""
+    try:
+        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
+    except ValueError:
+        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=str)
+
+
+def _finite(value):
+    """NaN and infinities (which JSON cannot carry) become null."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(v) for v in value]
+    return value
 
 
 def result(id, result) -> dict:
