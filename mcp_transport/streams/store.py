@@ -42,6 +42,9 @@ class StoredEvent(NamedTuple):
         return format_event_id(self.stream_id, self.seq)
 
 
+_DIGITS = re.compile(r"[0-9]+")
+
+
 def format_event_id(stream_id: int, seq: int) -> str:
     return f"{stream_id}-{seq}"
 
@@ -49,7 +52,7 @@ def format_event_id(stream_id: int, seq: int) -> str:
 def parse_event_id(value: str) -> tuple[int, int] | None:
     """`<stream>-<seq>` -> (stream, seq); anything else -> None."""
     stream, sep, seq = value.partition("-")
-    if not sep or not stream.isdigit() or not seq.isdigit() or len(value) > 40:
+    if not sep or len(value) > 40 or not (_DIGITS.fullmatch(stream) and _DIGITS.fullmatch(seq)):
         return None
     return int(stream), int(seq)
 
