@@ -90,3 +90,30 @@ async def test_reconnects_that_ignore_retry_get_429_with_retry_after():
     assert again.status == 429
     assert 1 <= int(again.headers["retry-after"]) <= 5
     assert again.json["error"]["code"] == -32003
+
+
+def test_limits_over_real_http(daphne):
+    """The same limits through daphne: 429 with a JSON-RPC error, and a stream that ends with one."""
+    import threading
+
+    from .live import MCPClient
+
+    server = daphne({"MAX_STREAMS_PER_SESSION": 1, "MAX_EVENTS_PER_STREAM": 3})
+    client = MCPClient(server.url)
+    client.initialize()
+    started = threading.Event()
+    holder = threading.Thread(target=lambda: client.call_tool(
+        "progress", {"count": 3, "delay": 0.4}, progress_token=1, stop=lambda e: started.set() or False))
+    holder.start()
+    assert started.wait(10)
+    second = MCPClient(server.url)
+    second.session_id, second.version = client.session_id, client.version
+    refused = second.post({"jsonrpc": "2.0", "id": 77, "method": "tools/call",
+                           "params": {"name": "echo", "arguments": {"message": "x"}}})
+    assert refused.status_code == 429
+    assert refused.json()["id"] == 77 and refused.json()["error"]["code"] == -32003
+    holder.join(20)
+    _, capped = second.call_tool("progress", {"count": 10, "delay": 0}, progress_token=2)
+    assert len([m for m in capped.messages if m.get("method")]) == 3
+    assert "MAX_EVENTS_PER_STREAM" in capped.messages[-1]["error"]["message"]
+    assert "Limit hit" in server.logs()
