@@ -60,7 +60,8 @@ class MCPConsumer(AsyncConsumer):
         self.principal = None
 
     async def __call__(self, scope, receive, send):
-        # No per-connection channel: wake-ups go through streams.bus, once per process.
+        # No channel per connection: wake-ups come through streams.bus (and streams.relay, one
+        # channel per process).
         self.scope = scope
         self.base_send = send
         self.server = get_server(self.server_ref)
@@ -77,7 +78,7 @@ class MCPConsumer(AsyncConsumer):
 
     async def dispatch(self, message):
         # Channels' dispatch hops to a thread to close stale DB connections before every
-        # message; every DB call here goes through database_sync_to_async, which does that.
+        # message; here every DB call runs on the store's database thread, which checks its own.
         handler = getattr(self, get_handler_name(message), None)
         if handler is None:
             raise ValueError(f"No handler for message type {message['type']}")
