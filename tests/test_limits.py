@@ -117,3 +117,12 @@ def test_limits_over_real_http(daphne):
     assert len([m for m in capped.messages if m.get("method")]) == 3
     assert "MAX_EVENTS_PER_STREAM" in capped.messages[-1]["error"]["message"]
     assert "Limit hit" in server.logs()
+
+
+async def test_oversized_bodies_are_refused_and_logged(caplog):
+    with override_settings(MCP_TRANSPORT={"MAX_REQUEST_BYTES": 100}):
+        client = MCPCommunicator(application)
+        with caplog.at_level(logging.WARNING, "mcp_transport.limits"):
+            response = await client.send("POST", b"{" + b" " * 200 + b"}")
+    assert response.status == 413 and response.json["error"]["code"] == -32600
+    assert "Limit hit: MAX_REQUEST_BYTES" in caplog.text

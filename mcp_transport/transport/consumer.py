@@ -101,6 +101,8 @@ class MCPConsumer(AsyncConsumer):
                 return
             await self.handle(b"".join(self.body))
         except Rejected as exc:
+            if exc.status == 413:
+                limits.hit("MAX_REQUEST_BYTES", bytes=self.received, path=self.scope.get("path"))
             await self.reject(exc)
         except Exception:
             logger.exception("Unexpected error in the MCP endpoint")
