@@ -36,7 +36,7 @@ from django.utils.safestring import mark_safe
 
 from . import operations, timeline
 from .conf import mcp_settings
-from .models import AccessToken, Event, Session, Stream, StreamConnection, Worker
+from .models import AccessToken, Event, Session, Stream, StreamConnection, Worker, idle_cutoff, retention_cutoff
 from .protocol.dispatch import SUPPORTED_VERSIONS
 from .streams.store import format_event_id, parse_event_id
 
@@ -50,8 +50,7 @@ SESSION_STREAMS_SHOWN = 20
 
 def _cutoffs(now=None):
     now = now or timezone.now()
-    return (now - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT),
-            now - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS))
+    return idle_cutoff(now), retention_cutoff(now)
 
 
 def badge(state: str, label: str | None = None, title: str = ""):

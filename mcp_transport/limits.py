@@ -71,8 +71,5 @@ class ReconnectGuard:
             exc.retry_after = max(1, math.ceil(remaining))
             raise exc
 
-    def forget(self, stream_id: int):
-        self._closed.pop(stream_id, None)
-
 
 reconnects = ReconnectGuard()

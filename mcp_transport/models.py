@@ -8,18 +8,29 @@ from django.utils import timezone
 from .conf import mcp_settings
 
 
-class SessionQuerySet(models.QuerySet):
-    def _idle_cutoff(self):
-        return timezone.now() - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
+def idle_cutoff(now=None):
+    """Sessions last seen before this have expired (SESSION_IDLE_TIMEOUT)."""
+    return (now or timezone.now()) - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
 
+
+def retention_cutoff(now=None):
+    """Streams finished before this are no longer replayable (EVENT_RETENTION_SECONDS)."""
+    return (now or timezone.now()) - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+
+
+class SessionQuerySet(models.QuerySet):
     def active(self):
-        return self.filter(terminated_at__isnull=True, last_seen_at__gte=self._idle_cutoff())
+        return self.filter(terminated_at__isnull=True, last_seen_at__gte=idle_cutoff())
 
     def expired(self):
-        return self.filter(terminated_at__isnull=True, last_seen_at__lt=self._idle_cutoff())
+        return self.filter(terminated_at__isnull=True, last_seen_at__lt=idle_cutoff())
 
     def terminated(self):
         return self.filter(terminated_at__isnull=False)
+
+    def prunable(self):
+        """Expired, or terminated longer ago than the event retention: what `mcp_prune` deletes."""
+        return self.filter(models.Q(last_seen_at__lt=idle_cutoff()) | models.Q(terminated_at__lt=retention_cutoff()))
 
 
 class Session(models.Model):
@@ -55,8 +66,7 @@ class Session(models.Model):
     def state(self):
         if self.terminated_at:
             return "terminated"
-        idle = timezone.now() - self.last_seen_at
-        if idle > timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT):
+        if self.last_seen_at < idle_cutoff():
             return "expired"
         return "active"
 
@@ -66,14 +76,12 @@ class StreamQuerySet(models.QuerySet):
         return self.filter(status=Stream.Status.OPEN)
 
     def resumable(self):
-        cutoff = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
         return self.filter(session__terminated_at__isnull=True).filter(
-            models.Q(status=Stream.Status.OPEN) | models.Q(finished_at__gte=cutoff)
+            models.Q(status=Stream.Status.OPEN) | models.Q(finished_at__gte=retention_cutoff())
         )
 
     def expired(self):
-        cutoff = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
-        return self.filter(finished_at__lt=cutoff)
+        return self.filter(finished_at__lt=retention_cutoff())
 
 
 class Stream(models.Model):

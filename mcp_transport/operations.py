@@ -18,14 +18,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import timedelta
 
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.db.models import Q
 from django.utils import timezone
 
-from .conf import mcp_settings
 from .models import Session, Stream
 from .streams import relay, store
 
@@ -116,12 +114,9 @@ def terminate_session(session: Session) -> Outcome:
 
 
 def prune_preview() -> dict:
-    """What `prune()` would delete now: the same cutoffs as `streams.store.prune`."""
-    now = timezone.now()
-    idle = now - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
-    retention = now - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
-    sessions = Session.objects.filter(Q(last_seen_at__lt=idle) | Q(terminated_at__lt=retention))
-    streams = Stream.objects.filter(Q(finished_at__lt=retention) | Q(session__in=sessions))
+    """What `prune()` would delete now: the querysets `streams.store.prune` deletes."""
+    sessions = Session.objects.prunable()
+    streams = Stream.objects.filter(Q(pk__in=Stream.objects.expired()) | Q(session__in=sessions))
     return {"sessions": sessions.count(), "streams": streams.count()}
 
 

@@ -56,9 +56,15 @@ def test_parse_events_handles_multiline_and_comments():
 
 
 def test_prune_command(capsys):
-    Session.objects.create(id="x", protocol_version="2025-11-25")
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    Session.objects.create(id="live", protocol_version="2025-11-25")
+    Session.objects.create(id="idle", protocol_version="2025-11-25", last_seen_at=timezone.now() - timedelta(days=2))
     call_command("mcp_prune")
-    assert "Pruned" in capsys.readouterr().out
+    assert "Pruned 1 session rows" in capsys.readouterr().out
+    assert list(Session.objects.values_list("id", flat=True)) == ["live"]
 
 
 async def test_cors_for_allowed_origins():

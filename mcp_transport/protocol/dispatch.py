@@ -10,6 +10,8 @@ from .registry import ArgumentsError, call_tool
 
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
+# Sessions on this revision or later get priming events and may be disconnected early (SEP-1699).
+POLLING_VERSION = "2025-11-25"
 # A request without MCP-Protocol-Version comes from a 2025-03-26 client.
 DEFAULT_HEADER_VERSION = "2025-03-26"
 # Methods whose handlers may talk to the client before answering get an SSE stream;

@@ -22,10 +22,14 @@ class BatchExecutor:
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-db")
         self._queue: list[tuple] = []
         self._running = False
+        self._loop = None
 
     def submit(self, fn, *args, **kwargs) -> asyncio.Future:
         """Queue now (the order of submission is the order of execution), await later or never."""
         loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            # A new event loop (tests run one per test): what the old one queued died with it.
+            self._loop, self._queue, self._running = loop, [], False
         future = loop.create_future()
         self._queue.append((fn, args, kwargs, future))
         if not self._running:
@@ -36,7 +40,7 @@ class BatchExecutor:
     def submit_items(self, fn, key, items: list, limit: int = 128) -> tuple[asyncio.Future, bool]:
         """Queue `fn(key, items)`, or add the items to the same call if it is the last one queued and
         not yet taken: one write for a tool's burst. Returns the future and whether it is a new call."""
-        if self._queue:
+        if self._queue and asyncio.get_running_loop() is self._loop:
             last_fn, last_args, last_kwargs, last_future = self._queue[-1]
             # Never into a call with options (an append that finishes the stream ends it there).
             if last_fn is fn and not last_kwargs and last_args[0] == key and len(last_args[1]) < limit:
@@ -102,5 +106,4 @@ def batched(fn):
 
     run.__name__ = f"a{fn.__name__}"
     run.__doc__ = fn.__doc__
-    run.sync = fn
     return run

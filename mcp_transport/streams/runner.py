@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections import deque
 import logging
 import secrets
+from collections import Counter, deque
 from dataclasses import dataclass
 
 from django.conf import settings
@@ -20,6 +20,7 @@ from ..limits import StreamBudget, hit
 from ..models import Stream
 from ..protocol import jsonrpc
 from ..protocol.context import Context
+from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.jsonrpc import JSONRPCError
 from . import relay, store
 from .executor import executor
@@ -45,6 +46,7 @@ class InFlight:
 _inflight: dict[tuple[str, str], InFlight] = {}
 _pending: dict[tuple[str, str], asyncio.Future] = {}
 _standalone: dict[str, int] = {}
+_streams_in_flight: Counter[str] = Counter()
 
 
 def remember_standalone(session_id: str, stream_id: int):
@@ -119,7 +121,8 @@ class StreamOutbox:
         return response.get("result") or {}
 
     async def close_connection(self, retry_ms):
-        if self.stream_id is not None:
+        # A pre-2025-11-25 client may have no event id to resume from: its connection stays.
+        if self.stream_id is not None and self.session.protocol_version >= POLLING_VERSION:
             relay.close_connections(self.stream_id, retry_ms, reason="tool")
 
     async def notify_session(self, message: dict):
@@ -186,7 +189,16 @@ def start_on_stream(server, session, message, stream_id, scope=None) -> asyncio.
     )
     inflight.task = task
     _inflight[key] = inflight
-    task.add_done_callback(lambda t: _inflight.pop(key, None) if _inflight.get(key) is inflight else None)
+    _streams_in_flight[session.id] += 1
+
+    def done(_):
+        if _inflight.get(key) is inflight:
+            del _inflight[key]
+        _streams_in_flight[session.id] -= 1
+        if not _streams_in_flight[session.id]:
+            del _streams_in_flight[session.id]
+
+    task.add_done_callback(done)
     return task
 
 
@@ -215,7 +227,7 @@ async def answer_now(server, session, message, scope=None) -> dict | None:
 def check_in_flight(session_id: str):
     """MAX_STREAMS_PER_SESSION, counted on this worker (no query on the hot path)."""
     limit = mcp_settings.MAX_STREAMS_PER_SESSION
-    if limit and sum(1 for (sid, _), f in _inflight.items() if sid == session_id and f.stream_id) >= limit:
+    if limit and _streams_in_flight[session_id] >= limit:
         raise hit(f"MAX_STREAMS_PER_SESSION ({limit}) requests in flight", session=session_id)
 
 

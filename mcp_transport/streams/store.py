@@ -23,7 +23,7 @@ from django.utils import timezone
 
 from .. import limits
 from ..conf import mcp_settings
-from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker
+from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff
 from .executor import batched
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
@@ -57,16 +57,11 @@ def parse_event_id(value: str) -> tuple[int, int] | None:
     return int(stream), int(seq)
 
 
-def _active_sessions():
-    cutoff = timezone.now() - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
-    return Session.objects.filter(terminated_at__isnull=True, last_seen_at__gte=cutoff)
-
-
 def create_session(session_id, server, protocol_version, client_info, capabilities, user_id=None,
                    principal="") -> Session:
     client_info = client_info or {}
     limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
-    if principal and limit and _active_sessions().filter(principal=principal).count() >= limit:
+    if principal and limit and Session.objects.active().filter(principal=principal).count() >= limit:
         raise limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=principal)
     return Session.objects.create(
         id=session_id,
@@ -82,7 +77,7 @@ def create_session(session_id, server, protocol_version, client_info, capabiliti
 
 def get_session(session_id: str, server: str) -> Session | None:
     """The live session with that id on that server, or None (unknown, expired, terminated)."""
-    session = _active_sessions().filter(pk=session_id, server=server).first()
+    session = Session.objects.active().filter(pk=session_id, server=server).first()
     if session is not None:
         now = timezone.now()
         if now - session.last_seen_at > TOUCH_EVERY:
@@ -94,7 +89,7 @@ def get_session(session_id: str, server: str) -> Session | None:
 def terminate_session(session_id: str, server: str) -> bool:
     now = timezone.now()
     with transaction.atomic(savepoint=False):
-        found = _active_sessions().filter(pk=session_id, server=server).update(terminated_at=now)
+        found = Session.objects.active().filter(pk=session_id, server=server).update(terminated_at=now)
         if found:
             Stream.objects.filter(session_id=session_id, status=Stream.Status.OPEN).update(
                 status=Stream.Status.CANCELLED, finished_at=now
@@ -116,12 +111,12 @@ def unsubscribe(session_id: str, uri: str):
 
 def subscribed_sessions(server: str, uri: str) -> list[str]:
     return list(
-        _active_sessions().filter(server=server, subscriptions__uri=uri).values_list("id", flat=True)
+        Session.objects.active().filter(server=server, subscriptions__uri=uri).values_list("id", flat=True)
     )
 
 
 def active_session_ids(server: str) -> list[str]:
-    return list(_active_sessions().filter(server=server).values_list("id", flat=True))
+    return list(Session.objects.active().filter(server=server).values_list("id", flat=True))
 
 
 def _lease():
@@ -192,12 +187,8 @@ def standalone_stream(session_id: str) -> tuple[int, int, bool]:
 
 def find_stream(session_id: str, stream_id: int) -> Stream | None:
     """A stream of that session that is still replayable (open, or finished within the retention)."""
-    cutoff = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
-    return (
-        Stream.objects.filter(pk=stream_id, session_id=session_id)
-        .exclude(finished_at__lt=cutoff)
-        .first()
-    )
+    streams = Stream.objects.filter(pk=stream_id, session_id=session_id)
+    return streams.exclude(finished_at__lt=retention_cutoff()).first()
 
 
 def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
@@ -350,12 +341,9 @@ def fail_orphans(stream_id: int | None = None) -> list[StoredEvent]:
 
 def prune() -> dict:
     """Delete expired and terminated sessions, and finished streams past their retention."""
-    idle = timezone.now() - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
-    retention = timezone.now() - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
-    streams, _ = Stream.objects.filter(finished_at__lt=retention).delete()
-    sessions, _ = Session.objects.filter(last_seen_at__lt=idle).delete()
-    terminated, _ = Session.objects.filter(terminated_at__lt=retention).delete()
-    return {"streams": streams, "sessions": sessions + terminated}
+    streams, _ = Stream.objects.expired().delete()
+    sessions, _ = Session.objects.prunable().delete()
+    return {"streams": streams, "sessions": sessions}
 
 
 acreate_session = batched(create_session)

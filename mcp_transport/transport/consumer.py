@@ -21,6 +21,7 @@ from ..conf import mcp_settings
 from ..limits import LimitExceeded
 from ..models import Event, Stream
 from ..protocol import jsonrpc
+from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.server import get_server
 from ..streams import bus, relay, runner, store
 from ..streams.heartbeat import heartbeat
@@ -37,7 +38,6 @@ SSE_HEADERS = [
 ]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOW = "GET, POST, DELETE"
-PRIMING_VERSION = "2025-11-25"
 SESSION_NOT_FOUND = -32001
 
 
@@ -286,7 +286,7 @@ class MCPConsumer(AsyncConsumer):
             retry = policies.resolve_retry(tool.retry_ms)
         else:
             retry = policies.default_retry()
-        if session.protocol_version < PRIMING_VERSION:
+        if session.protocol_version < POLLING_VERSION:
             disconnect, label = policies.Never(), f"never ({session.protocol_version} client)"
         return disconnect, retry, label
 
@@ -299,7 +299,7 @@ class MCPConsumer(AsyncConsumer):
         retry_ms = retry.retry_ms(policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
         stream_id, priming = await store.aopen_stream(
             session.id, method=message.method, request_id=runner.request_key(message.id),
-            tool_name=tool_name, prime=session.protocol_version >= PRIMING_VERSION, policy=label, retry_ms=retry_ms,
+            tool_name=tool_name, prime=session.protocol_version >= POLLING_VERSION, policy=label, retry_ms=retry_ms,
         )
         listener = await self.listen(stream_id, join=False)
         runner.start_on_stream(self.server, session, message, stream_id, self.scope)
@@ -375,7 +375,7 @@ class MCPConsumer(AsyncConsumer):
     async def start_stream(self, session, listener, conn, events, last_seq, disconnect, retry_ms, *,
                            reprime=None, ended=False):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
-        polling = session.protocol_version >= PRIMING_VERSION
+        polling = session.protocol_version >= POLLING_VERSION
         first = b"".join(self.frame(e, retry_ms) for e in events)
         if not first:
             first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
@@ -389,7 +389,7 @@ class MCPConsumer(AsyncConsumer):
             return
         listener.delivered = last_seq
         conn.events_sent = len(events)
-        self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms, polling))
+        self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms))
 
     def record_end(self, conn, reason: str, retry_ms: int | None = None):
         """The timeline keeps resumed connections and connections that ended before their stream."""
@@ -405,11 +405,11 @@ class MCPConsumer(AsyncConsumer):
             return sse.event(event.event_id, "", retry_ms)
         return sse.event(event.event_id, event.payload)
 
-    async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms, polling):
+    async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms):
         reason = "client"
         self.closed_retry_ms = None
         try:
-            reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms, polling)
+            reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -420,13 +420,10 @@ class MCPConsumer(AsyncConsumer):
             self.unlisten(listener)
             self.record_end(conn, reason, self.closed_retry_ms)
 
-    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms, polling) -> str:
+    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms) -> str:
         """Write the stream's events as they come; returns why the connection ended."""
         keepalive = float(mcp_settings.KEEPALIVE_SECONDS)
         while True:
-            if listener.closing and not polling and listener.close_reason == "tool":
-                # A pre-2025-11-25 client may have no event id to resume from: keep its connection.
-                listener.closing = False
             if listener.closing:
                 self.closed_retry_ms = listener.close_retry_ms or retry_ms
                 await self.send_body(sse.retry(self.closed_retry_ms))

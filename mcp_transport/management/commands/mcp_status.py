@@ -11,6 +11,7 @@ from django.core.management.base import BaseCommand
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
+from mcp_transport import models
 from mcp_transport.conf import mcp_settings
 from mcp_transport.models import Session, Stream, Worker
 
@@ -30,8 +31,7 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
     now = timezone.now()
     lease_seconds = float(mcp_settings.LEASE_SECONDS)
     stale_before = now - timedelta(seconds=lease_seconds)
-    idle_cutoff = now - timedelta(seconds=mcp_settings.SESSION_IDLE_TIMEOUT)
-    retention_cutoff = now - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
+    idle_cutoff, retention_cutoff = models.idle_cutoff(now), models.retention_cutoff(now)
     live_session = Q(session__terminated_at__isnull=True, session__last_seen_at__gte=idle_cutoff)
 
     open_streams = Stream.objects.filter(status=Stream.Status.OPEN).order_by()
