@@ -4,12 +4,15 @@ the standalone GET stream, server-to-client requests, DELETE during a call.
 Connections are read incrementally (`http_support.SSEReader`), so a test reads a few events,
 posts on another connection (a second client sharing the session), then reads on.
 """
+import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
+from mcp_transport.testing import parse_events
+
 from .http_support import (  # noqa: F401  (fixtures)
-    PROGRESS, client_response, db, is_priming, mcp, no_server_errors, open_call, open_sse, parse_id,
+    ACCEPT_BOTH, PROGRESS, call_message, client_response, db, is_priming, mcp, no_server_errors, open_call, open_sse, parse_id,
     progress_values, resume, resume_all, responses_to, rpc, run_call, server, statuses, stream_status, twin,
     wait_for,
 )
@@ -50,6 +53,21 @@ def test_post_stream_has_sse_headers_priming_then_messages_then_ends(c):
     assert reader.messages[-1] == {"jsonrpc": "2.0", "id": request_id,
                                    "result": {"content": [{"type": "text", "text": "done 3"}]}}
     assert reader.closed  # the server ended the response after the result
+
+
+def test_a_quick_response_goes_out_with_its_priming_event_as_one_body(c, example_server):
+    """The response was stored with the stream: priming and result in one write, with a length."""
+    request_id = c.next_id()
+    response = c.http.post(c.url, content=json.dumps(call_message(request_id, "echo", {"message": "hi"})),
+                           headers=c.headers(None, accept=ACCEPT_BOTH))
+    assert response.headers["content-type"].startswith("text/event-stream")
+    assert int(response.headers["content-length"]) == len(response.content)
+    events = parse_events(response.text)
+    assert [is_priming(e) for e in events] == [True, False]
+    assert json.loads(events[1].data) == {"jsonrpc": "2.0", "id": request_id,
+                                          "result": {"content": [{"type": "text", "text": "hi"}]}}
+    stream_id, seq = parse_id(events[1].id)
+    assert seq == 1 and stream_status(example_server, stream_id) == "completed"
 
 
 @pytest.mark.parametrize("header", ["2025-11-25", "2025-06-18", "2025-03-26", None])

@@ -1,4 +1,6 @@
 """Several servers on several paths; sync tools with the ORM and a blocking context; per-tool policies."""
+import asyncio
+
 import pytest
 from django.core.asgi import get_asgi_application
 
@@ -29,7 +31,9 @@ def sync_progress(ctx: SyncContext, steps: int = 3) -> str:
 
 @extra.tool(disconnect_policy="after_priming", retry_ms=50)
 async def polled(count: int = 3) -> str:
-    """Its connections close right after priming, whatever the settings say."""
+    """Its connections close right after priming, whatever the settings say (a response ready by
+    then goes out with the priming event: nothing is left to poll for)."""
+    await asyncio.sleep(0.2)
     return f"polled {count}"
 
 
@@ -75,9 +79,10 @@ async def test_per_tool_disconnect_policy_and_retry():
     assert first.body.endswith(b"retry: 50\n\n") and first.result is None
     collected = list(first.messages)
     last_id = [e.id for e in first.events if e.id][-1]
-    for _ in range(5):
+    for _ in range(50):
         if any("result" in m for m in collected):
             break
+        await asyncio.sleep(0.05)
         again = await client.resume(last_id)
         collected += again.messages
         last_id = [e.id for e in again.events if e.id][-1]

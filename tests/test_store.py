@@ -134,3 +134,58 @@ async def test_queued_notifications_never_merge_into_a_finishing_append():
     assert [e.kind for e in await first] == ["message"]
     assert [(e.payload, e.kind) for e in await final] == [("end", "final")]
     assert await late == []
+
+
+def test_the_hot_path_stores_what_the_orm_would():
+    """open_stream and append write with raw SQL on SQLite and PostgreSQL: rows must read back
+    through the ORM exactly as ORM-written rows do (aware datetimes, choices, sequence numbers)."""
+    from django.db import connection
+
+    new_session()
+    before = timezone.now()
+    stream_id, _ = store.open_stream("s1", method="tools/call", request_id='"r"', tool_name="echo", prime=True,
+                                     policy="never", retry_ms=500)
+    store.append(stream_id, ["a"])
+    store.append(stream_id, ["b"], finish=Stream.Status.COMPLETED)
+    after = timezone.now()
+    stream = Stream.objects.get(pk=stream_id)
+    assert (stream.kind, stream.status, stream.last_seq, stream.reconnects) == ("request", "completed", 2, 0)
+    assert (stream.method, stream.tool_name, stream.request_id, stream.retry_ms) == ("tools/call", "echo", '"r"', 500)
+    assert stream.worker == stream.connected_worker == store.WORKER and stream.disconnect_policy == "never"
+    assert before <= stream.created_at == stream.connected_at <= stream.last_event_at <= stream.finished_at <= after
+    assert stream.lease_expires_at > after
+    events = list(Event.objects.filter(stream_id=stream_id).order_by("seq").values_list("seq", "kind", "payload"))
+    assert events == [(0, "priming", ""), (1, "message", "a"), (2, "final", "b")]
+    assert Stream.objects.filter(created_at__gte=before, created_at__lte=after, pk=stream_id).exists()
+    if connection.vendor == "sqlite":
+        raw = connection.cursor().execute("SELECT CAST(created_at AS TEXT) FROM mcp_transport_stream WHERE id = %s",
+                                          [stream_id]).fetchone()[0]
+        assert raw == connection.ops.adapt_datetimefield_value(stream.created_at)
+
+
+async def test_a_pending_streams_writes_queue_behind_its_insert_and_survive_a_batch_rerun():
+    """A request's task queues its events before the stream's INSERT has run; if another write in
+    the same batch fails, the batch is re-run call by call and the events follow the re-run INSERT."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_transport.streams.executor import executor
+
+    def fails():
+        raise ValueError("boom")
+
+    await sync_to_async(new_session)()
+    pending = store.PendingStream()
+    with pytest.raises(RuntimeError):
+        store.stream_pk(pending)
+    opened = executor.submit(store.open_stream, "s1", prime=True, pending=pending)
+    failed = executor.submit(fails)
+    progress, _ = executor.submit_items(store.append, pending, ["n1"])
+    final = executor.submit(store.append, pending, ["end"], finish=Stream.Status.COMPLETED)
+    stream_id, priming = await opened
+    with pytest.raises(ValueError):
+        await failed
+    assert pending.id == stream_id and priming.seq == 0
+    assert [(e.stream_id, e.seq) for e in await progress + await final] == [(stream_id, 1), (stream_id, 2)]
+    events, status = await store.aevents_after(stream_id, -1)
+    assert [e.payload for e in events] == ["", "n1", "end"] and status == "completed"
+    assert await sync_to_async(Stream.objects.count)() == 1

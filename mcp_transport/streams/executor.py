@@ -54,6 +54,9 @@ class BatchExecutor:
     async def _drain(self, loop):
         try:
             while self._queue:
+                # One turn of the loop first: the tasks just woken (by the last batch, or by the
+                # request that queued this call) queue their writes into this batch.
+                await asyncio.sleep(0)
                 batch, self._queue = self._queue, []
                 results = await loop.run_in_executor(self._thread, _run_batch, batch)
                 for (_, _, _, future), (ok, value) in zip(batch, results):

@@ -36,11 +36,15 @@ def request_key(request_id) -> str:
 @dataclass
 class InFlight:
     task: asyncio.Task | None = None
-    stream_id: int | None = None
+    stream: store.PendingStream | None = None
     cancelled_by_client: bool = False
     # Set by an operator's cancel (the admin): the client gets a JSON-RPC error as the response.
     cancelled_by_operator: bool = False
     cancel_reason: str | None = None
+
+    @property
+    def stream_id(self) -> int | None:
+        return self.stream.id if self.stream is not None else None
 
 
 _inflight: dict[tuple[str, str], InFlight] = {}
@@ -68,9 +72,9 @@ class StreamOutbox:
     # Writes (of up to 128 messages each) a tool may have queued before `send` waits for the oldest.
     MAX_QUEUED = 16
 
-    def __init__(self, session, stream_id: int | None):
+    def __init__(self, session, stream: store.PendingStream | None):
         self.session = session
-        self.stream_id = stream_id
+        self.stream = stream
         self.budget = StreamBudget()
         self.queued: deque[asyncio.Future] = deque()
         self.sent = 0
@@ -78,11 +82,11 @@ class StreamOutbox:
     async def send(self, message: dict):
         """Queue the message's write and return: it is sent once stored, in order, so a tool
         emitting many notifications shares commits instead of waiting for each."""
-        if self.stream_id is None:
+        if self.stream is None:
             return
         payload = jsonrpc.dumps(message)
-        self.budget.spend(payload, self.stream_id)
-        stored, new = executor.submit_items(store.append, self.stream_id, [payload])
+        self.budget.spend(payload, self.stream.id)
+        stored, new = executor.submit_items(store.append, self.stream, [payload])
         if new:
             stored.add_done_callback(self._publish)
             self.queued.append(stored)
@@ -94,12 +98,12 @@ class StreamOutbox:
 
     def _publish(self, stored: asyncio.Future):
         if not stored.cancelled() and stored.exception() is None:
-            relay.publish(self.stream_id, stored.result())
+            relay.publish(self.stream.id, stored.result())
         elif not stored.cancelled():
-            logger.error("Storing an event of stream %s failed", self.stream_id, exc_info=stored.exception())
+            logger.error("Storing an event of stream %s failed", self.stream.id, exc_info=stored.exception())
 
     async def request(self, method, params, timeout):
-        if self.stream_id is None:
+        if self.stream is None:
             raise JSONRPCError(
                 jsonrpc.INTERNAL_ERROR, "Cannot send requests to the client without an SSE stream (JSON_RESPONSE)"
             )
@@ -122,24 +126,28 @@ class StreamOutbox:
 
     async def close_connection(self, retry_ms):
         # A pre-2025-11-25 client may have no event id to resume from: its connection stays.
-        if self.stream_id is not None and self.session.protocol_version >= POLLING_VERSION:
-            relay.close_connections(self.stream_id, retry_ms, reason="tool")
+        if self.stream is not None and self.session.protocol_version >= POLLING_VERSION:
+            if self.queued:
+                await self.queued[-1]  # the connection sends what was sent before the close
+            if self.stream.id is None:
+                await executor.run(store.stream_pk, self.stream)  # queued after the stream's INSERT
+            relay.close_connections(self.stream.id, retry_ms, reason="tool")
 
     async def notify_session(self, message: dict):
         await send_to_session(self.session.id, message)
 
 
-def make_context(server, session, message, stream_id, scope=None) -> Context:
+def make_context(server, session, message, stream, scope=None) -> Context:
     user = (scope or {}).get("user")
     user = user if getattr(user, "is_authenticated", False) else None
     return Context(
         server=server, session=session, request_id=message.id, params=message.params,
-        outbox=StreamOutbox(session, stream_id), user=user, scope=scope,
+        outbox=StreamOutbox(session, stream), user=user, scope=scope,
     )
 
 
-async def _answer(server, session, message, stream_id, scope) -> tuple[dict, str]:
-    ctx = make_context(server, session, message, stream_id, scope)
+async def _answer(server, session, message, stream, scope) -> tuple[dict, str]:
+    ctx = make_context(server, session, message, stream, scope)
     try:
         result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
         return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
@@ -156,36 +164,56 @@ def operator_cancel_error(request_id, reason: str | None) -> dict:
                          {"reason": reason} if reason else None)
 
 
-async def _run_on_stream(server, session, message, stream_id, scope, inflight: InFlight):
+async def _run_on_stream(server, session, message, stream: store.PendingStream, scope, inflight: InFlight):
     try:
-        payload, status = await _answer(server, session, message, stream_id, scope)
+        payload, status = await _answer(server, session, message, stream, scope)
     except asyncio.CancelledError:
         if inflight.cancelled_by_operator:
             error = operator_cancel_error(message.id, inflight.cancel_reason)
-            events = await store.aappend(stream_id, [jsonrpc.dumps(error)], finish=Stream.Status.CANCELLED)
-            if events:
-                relay.publish(stream_id, events)
-            else:
-                relay.end(stream_id)
+            await _finish(stream, [jsonrpc.dumps(error)], Stream.Status.CANCELLED)
             return
         if inflight.cancelled_by_client:
-            await store.afinish(stream_id, Stream.Status.CANCELLED)
-            relay.end(stream_id)
+            await _finish(stream, [], Stream.Status.CANCELLED)
             return
         raise
-    events = await store.aappend(stream_id, [jsonrpc.dumps(payload)], finish=status)
+    await _finish(stream, [jsonrpc.dumps(payload)], status)
+
+
+async def _finish(stream: store.PendingStream, payloads: list[str], status: str):
+    """The stream's last write (after the INSERT, by queue order), and the wake-up that sends it."""
+    events = await store.aappend(stream, payloads, finish=status) if payloads else []
+    if not payloads:
+        await store.afinish(stream, status)
+    if stream.id is None:
+        return
     if events:
-        relay.publish(stream_id, events)
+        relay.publish(stream.id, events)
     else:
-        relay.end(stream_id)
+        relay.end(stream.id)
 
 
-def start_on_stream(server, session, message, stream_id, scope=None) -> asyncio.Task:
+async def start_on_new_stream(server, session, message, scope=None, **stream_fields):
+    """Open a request stream and run the request on it: -> (stream id, priming event or None).
+
+    The task starts before the stream's INSERT has run: a quick request's response is stored
+    in the same transaction, and the connection sends it with the priming event.
+    """
+    stream = store.PendingStream()
+    opened = executor.submit(store.open_stream, session.id, pending=stream, **stream_fields)
+    task = start_on_stream(server, session, message, stream, scope)
+    try:
+        return await opened
+    except BaseException:
+        task.cancel()
+        raise
+
+
+def start_on_stream(server, session, message, stream: store.PendingStream, scope=None) -> asyncio.Task:
     """Run a request in its own task; its response becomes the stream's final event."""
     key = (session.id, request_key(message.id))
-    inflight = InFlight(stream_id=stream_id)
+    inflight = InFlight(stream=stream)
     task = asyncio.get_running_loop().create_task(
-        _run_on_stream(server, session, message, stream_id, scope, inflight)
+        _run_on_stream(server, session, message, stream, scope, inflight)
     )
     inflight.task = task
     _inflight[key] = inflight

@@ -13,17 +13,18 @@ import re
 import secrets
 import socket
 import time
+from contextlib import nullcontext
 from datetime import timedelta
-from functools import lru_cache
 from typing import NamedTuple
 
-from django.db import DEFAULT_DB_ALIAS, connection, connections, transaction
+from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from .. import limits
 from ..conf import mcp_settings
 from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff
+from . import hotsql
 from .executor import batched
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
@@ -40,6 +41,28 @@ class StoredEvent(NamedTuple):
     @property
     def event_id(self) -> str:
         return format_event_id(self.stream_id, self.seq)
+
+
+class PendingStream:
+    """A request stream whose INSERT is queued but not yet run.
+
+    The request's task starts at once and may queue its first events before the row exists:
+    the database thread runs the INSERT first (queue order), sets `id`, and under load both
+    share one transaction. Store functions take it wherever they take a stream id.
+    """
+
+    __slots__ = ("id",)
+
+    def __init__(self):
+        self.id: int | None = None
+
+
+def stream_pk(stream: int | PendingStream) -> int:
+    if isinstance(stream, int):
+        return stream
+    if stream.id is None:
+        raise RuntimeError("the stream's INSERT failed or has not run")
+    return stream.id
 
 
 _DIGITS = re.compile(r"[0-9]+")
@@ -123,55 +146,40 @@ def _lease():
     return timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
 
 
-def _can_return() -> bool:
-    return connection.vendor in ("sqlite", "postgresql")
-
-
-@lru_cache(maxsize=64)
-def _insert_sql(model, names: tuple[str, ...], count: int, returning: bool, vendor: str):
-    fields = [model._meta.get_field(name) for name in names]
-    quote = connection.ops.quote_name
-    columns = ", ".join(quote(f.column) for f in fields)
-    values = ", ".join(["(" + ", ".join(["%s"] * len(fields)) + ")"] * count)
-    sql = f"INSERT INTO {quote(model._meta.db_table)} ({columns}) VALUES {values}"
-    return (sql + " RETURNING id" if returning else sql), fields
-
-
-def _insert(model, rows: list[dict], returning: bool = False) -> list[int]:
-    """INSERT rows (all with the same keys) with one statement and no model machinery: the hot path.
-
-    Values go through each field's own database preparation, as the ORM would do.
-    """
-    conn = connections[DEFAULT_DB_ALIAS]
-    sql, fields = _insert_sql(model, tuple(rows[0]), len(rows), returning, conn.vendor)
-    params = [f.get_db_prep_save(row[f.name], conn) for row in rows for f in fields]
-    with conn.cursor() as cursor:
-        cursor.execute(sql, params)
-        if returning:
-            return [row[0] for row in cursor.fetchall()]
-    return []
+def _atomic(db):
+    """The batch's transaction when there is one (the database thread's), else a new one."""
+    return nullcontext() if db.in_atomic_block else transaction.atomic(savepoint=False)
 
 
 def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
-                retry_ms=None) -> tuple[int, StoredEvent | None]:
+                retry_ms=None, pending: PendingStream | None = None) -> tuple[int, StoredEvent | None]:
     """A new request stream, run and held by this worker, with its priming event (seq 0) if due."""
+    if pending is not None:
+        pending.id = None  # a batch rolled back and re-run: only the last INSERT counts
     now = timezone.now()
-    row = dict(
-        session=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
-        request_id=request_id, status=Stream.Status.OPEN, last_seq=0, reconnects=0, worker=WORKER,
-        lease_expires_at=_lease(), connected_worker=WORKER, connected_at=now,
-        disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
-    )
-    with transaction.atomic(savepoint=False):
-        if _can_return():
-            (stream_id,) = _insert(Stream, [row], returning=True)
+    db = connections[DEFAULT_DB_ALIAS]
+    with _atomic(db):
+        sql = hotsql.hot(db)
+        if sql is not None:
+            at = sql.adapt_time(now)
+            stream_id = sql.insert_stream((
+                session_id, hotsql.REQUEST, method, tool_name[:200], request_id, hotsql.OPEN, 0, 0, WORKER,
+                sql.adapt_time(now + timedelta(seconds=mcp_settings.LEASE_SECONDS)), WORKER, at, policy[:200],
+                retry_ms, at,
+            ))
+            if prime:
+                sql.insert_events([(stream_id, 0, hotsql.PRIMING, "", at)])
         else:
-            row["session_id"] = row.pop("session")
-            stream_id = Stream.objects.create(**row).id
-        if not prime:
-            return stream_id, None
-        _insert(Event, [dict(stream=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)])
-    return stream_id, StoredEvent(stream_id, 0, Event.Kind.PRIMING, "")
+            stream_id = Stream.objects.create(
+                session_id=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
+                request_id=request_id, worker=WORKER, lease_expires_at=_lease(), connected_worker=WORKER,
+                connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
+            ).id
+            if prime:
+                Event.objects.create(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)
+        if pending is not None:
+            pending.id = stream_id
+    return stream_id, StoredEvent(stream_id, 0, hotsql.PRIMING, "") if prime else None
 
 
 def standalone_stream(session_id: str) -> tuple[int, int, bool]:
@@ -191,52 +199,44 @@ def find_stream(session_id: str, stream_id: int) -> Stream | None:
     return streams.exclude(finished_at__lt=retention_cutoff()).first()
 
 
-def _bump(stream_id: int, count: int, finish: str | None) -> int | None:
-    table = Stream._meta.db_table
-    if _can_return():
-        sets, params = ["last_seq = last_seq + %s", "last_event_at = %s"], [count, timezone.now()]
-        if finish:
-            sets += ["status = %s", "finished_at = %s"]
-            params += [finish, timezone.now()]
-        with connection.cursor() as cursor:
-            cursor.execute(
-                f"UPDATE {table} SET {', '.join(sets)} WHERE id = %s AND status = %s RETURNING last_seq",
-                [*params, stream_id, Stream.Status.OPEN],
-            )
-            row = cursor.fetchone()
-        return row[0] if row else None
-    updates = {"last_seq": F("last_seq") + count, "last_event_at": timezone.now()}
-    if finish:
-        updates.update(status=finish, finished_at=timezone.now())
-    if not Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).update(**updates):
-        return None
-    return Stream.objects.filter(pk=stream_id).values_list("last_seq", flat=True).get()
-
-
-def append(stream_id: int, payloads: list[str], finish: str | None = None) -> list[StoredEvent]:
+def append(stream: int | PendingStream, payloads: list[str], finish: str | None = None) -> list[StoredEvent]:
     """Store messages at the end of an open stream; `finish` (a status) ends it with the last one.
 
     Returns [] when the stream is no longer open (cancelled, session terminated).
     """
-    with transaction.atomic(savepoint=False):
-        last = _bump(stream_id, len(payloads), finish)
-        if last is None:
-            return []
-        first = last - len(payloads) + 1
-        kinds = [Event.Kind.MESSAGE] * len(payloads)
+    stream_id = stream_pk(stream)
+    count = len(payloads)
+    kinds = [hotsql.MESSAGE] * count
+    if finish:
+        kinds[-1] = hotsql.FINAL
+    now = timezone.now()
+    db = connections[DEFAULT_DB_ALIAS]
+    with _atomic(db):
+        sql = hotsql.hot(db)
+        if sql is not None:
+            at = sql.adapt_time(now)
+            last = sql.bump(stream_id, count, at, finish)
+            if last is None:
+                return []
+            events = [StoredEvent(stream_id, last - count + 1 + i, kinds[i], p) for i, p in enumerate(payloads)]
+            sql.insert_events([(stream_id, e.seq, e.kind, e.payload, at) for e in events])
+            return events
+        updates = {"last_seq": F("last_seq") + count, "last_event_at": now}
         if finish:
-            kinds[-1] = Event.Kind.FINAL
-        events = [StoredEvent(stream_id, first + i, kinds[i], p) for i, p in enumerate(payloads)]
-        now = timezone.now()
-        _insert(Event, [dict(stream=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
-                        for e in events])
+            updates.update(status=finish, finished_at=now)
+        if not Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).update(**updates):
+            return []
+        last = Stream.objects.filter(pk=stream_id).values_list("last_seq", flat=True).get()
+        events = [StoredEvent(stream_id, last - count + 1 + i, kinds[i], p) for i, p in enumerate(payloads)]
+        Event.objects.bulk_create([Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload,
+                                         created_at=now) for e in events])
     return events
 
 
-def finish(stream_id: int, status: str) -> bool:
+def finish(stream: int | PendingStream, status: str) -> bool:
     """End an open stream without a final message (cancelled, failed without a response)."""
     return bool(
-        Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).update(status=status, finished_at=timezone.now())
+        Stream.objects.filter(pk=stream_pk(stream), status=Stream.Status.OPEN).update(status=status, finished_at=timezone.now())
     )
 
 
@@ -352,25 +352,27 @@ _touch = batched(lambda session_id, now: Session.objects.filter(pk=session_id).u
 # Sessions seen in the last seconds, so a burst of requests costs one lookup. A DELETE here
 # forgets its session at once; other workers hear of it through the relay.
 SESSION_CACHE_SECONDS = 2.0
-_sessions: dict[str, tuple[float, Session]] = {}
+# session id -> (cached until, next touch, session); both times on the monotonic clock.
+_sessions: dict[str, tuple[float, float, Session]] = {}
 
 
 async def aget_session(session_id: str, server: str) -> Session | None:
     now = time.monotonic()
     hit = _sessions.get(session_id)
-    if hit is not None and hit[0] > now and hit[1].server == server:
-        session = hit[1]
-        wall = timezone.now()
-        if wall - session.last_seen_at > TOUCH_EVERY:
-            session.last_seen_at = wall
-            asyncio.ensure_future(_touch(session_id, wall))
+    if hit is not None and hit[0] > now and hit[2].server == server:
+        expires, touch_at, session = hit
+        if now >= touch_at:
+            session.last_seen_at = timezone.now()
+            _sessions[session_id] = (expires, now + TOUCH_EVERY.total_seconds(), session)
+            asyncio.ensure_future(_touch(session_id, session.last_seen_at))
         return session
     session = await _get_session(session_id, server)
     if session is not None:
         if len(_sessions) > 10000:
-            for key in [k for k, (expires, _) in _sessions.items() if expires <= now]:
+            for key in [k for k, (expires, _, _) in _sessions.items() if expires <= now]:
                 del _sessions[key]
-        _sessions[session_id] = (now + SESSION_CACHE_SECONDS, session)
+        age = (timezone.now() - session.last_seen_at).total_seconds()
+        _sessions[session_id] = (now + SESSION_CACHE_SECONDS, now + TOUCH_EVERY.total_seconds() - age, session)
     else:
         _sessions.pop(session_id, None)
     return session

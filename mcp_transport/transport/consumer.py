@@ -14,7 +14,6 @@ import time
 
 from channels.consumer import AsyncConsumer, get_handler_name
 from channels.exceptions import StopConsumer
-from channels.utils import await_many_dispatch
 
 from .. import auth, limits, policies
 from ..conf import mcp_settings
@@ -69,7 +68,8 @@ class MCPConsumer(AsyncConsumer):
         await relay.relay.start()
         heartbeat.start()
         try:
-            await await_many_dispatch([receive], self.dispatch)
+            while True:
+                await self.dispatch(await receive())
         except StopConsumer:
             pass
         finally:
@@ -297,12 +297,15 @@ class MCPConsumer(AsyncConsumer):
         runner.check_in_flight(session.id)
         disconnect, retry, label = self.policies_for(session, tool_name)
         retry_ms = retry.retry_ms(policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
-        stream_id, priming = await store.aopen_stream(
-            session.id, method=message.method, request_id=runner.request_key(message.id),
-            tool_name=tool_name, prime=session.protocol_version >= POLLING_VERSION, policy=label, retry_ms=retry_ms,
+        stream_id, priming = await runner.start_on_new_stream(
+            self.server, session, message, self.scope, method=message.method,
+            request_id=runner.request_key(message.id), tool_name=tool_name,
+            prime=session.protocol_version >= POLLING_VERSION, policy=label, retry_ms=retry_ms,
         )
         listener = await self.listen(stream_id, join=False)
-        runner.start_on_stream(self.server, session, message, stream_id, self.scope)
+        # One turn of the loop: what the request stored with the stream (a quick tool's whole
+        # answer) reaches the listener and goes out with the priming event, in one write.
+        await asyncio.sleep(0)
         conn = policies.Connection(stream_id, Stream.Kind.REQUEST, message.method, tool_name)
         await self.start_stream(session, listener, conn, [priming] if priming else [], 0, disconnect, retry_ms)
 
@@ -376,12 +379,19 @@ class MCPConsumer(AsyncConsumer):
                            reprime=None, ended=False):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
         polling = session.protocol_version >= POLLING_VERSION
+        last_seq = max([last_seq, *(e.seq for e in events)])
+        for event in listener.events:
+            if event.seq == last_seq + 1:
+                events.append(event)
+                last_seq = event.seq
         first = b"".join(self.frame(e, retry_ms) for e in events)
         if not first:
             first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
-        last_seq = max([last_seq, *(e.seq for e in events)])
         done = ended or any(e.kind == Event.Kind.FINAL for e in events)
-        await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
+        headers = SSE_HEADERS + self.session_headers(session.id)
+        if done:
+            headers.append((b"content-length", str(len(first)).encode()))
+        await self.send_headers(200, headers)
         await self.send_body(first, more_body=not done)
         if done:
             self.unlisten(listener)

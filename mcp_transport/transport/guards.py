@@ -1,6 +1,7 @@
 """Checks on a request's headers before any MCP is involved: Host, Origin, Accept, Content-Type, version."""
 from __future__ import annotations
 
+from functools import lru_cache
 from urllib.parse import urlsplit
 
 from django.conf import settings
@@ -37,11 +38,16 @@ def _allowed_hosts():
     return hosts
 
 
+@lru_cache(maxsize=256)
+def _host_allowed(host: str, allowed: tuple[str, ...]) -> bool:
+    domain, _port = split_domain_port(host)
+    return bool(domain) and validate_host(domain, allowed)
+
+
 def check_host_and_origin(headers: dict[str, str]):
     """DNS-rebinding defence: Host must be one of ALLOWED_HOSTS; a present Origin must be allowed."""
     host = headers.get("host", "")
-    domain, _port = split_domain_port(host)
-    if not domain or not validate_host(domain, _allowed_hosts()):
+    if not _host_allowed(host, tuple(_allowed_hosts())):
         raise Rejected(403, f"Forbidden: Host {host!r} is not allowed")
     origin = headers.get("origin")
     if origin is None:

@@ -1,0 +1,101 @@
+"""The statements every request runs, on the DB-API connection itself (SQLite and PostgreSQL).
+
+Measured (BENCHMARKS.md): Django's cursor wrapper, its per-query placeholder rewriting (SQLite),
+its per-field value preparation and the thread-local lookup behind each `connection.x` cost
+several times what SQLite takes to run these statements. Here the statements are built once
+per vendor, the raw cursor is kept with its connection and values are adapted once per call.
+Everything else in the store goes through the ORM; other vendors take the ORM path everywhere.
+"""
+from __future__ import annotations
+
+import sqlite3
+from datetime import timezone
+from functools import lru_cache
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, connections
+
+from ..models import Event, Stream
+
+STREAM_COLUMNS = (
+    "session", "kind", "method", "tool_name", "request_id", "status", "last_seq", "reconnects", "worker",
+    "lease_expires_at", "connected_worker", "connected_at", "disconnect_policy", "retry_ms", "created_at",
+)
+EVENT_COLUMNS = ("stream", "seq", "kind", "payload", "created_at")
+# Plain strings: a driver may adapt an Enum by its name.
+OPEN = str(Stream.Status.OPEN)
+REQUEST = str(Stream.Kind.REQUEST)
+PRIMING, MESSAGE, FINAL = str(Event.Kind.PRIMING), str(Event.Kind.MESSAGE), str(Event.Kind.FINAL)
+
+
+@lru_cache(maxsize=None)
+def _statements(vendor: str) -> dict[str, str]:
+    db = connections[DEFAULT_DB_ALIAS]
+    mark = "?" if vendor == "sqlite" else "%s"
+    quote = db.ops.quote_name
+
+    def columns(model, names):
+        return ", ".join(quote(model._meta.get_field(name).column) for name in names)
+
+    stream, event = quote(Stream._meta.db_table), quote(Event._meta.db_table)
+    bump = f"UPDATE {stream} SET last_seq = last_seq + {mark}, last_event_at = {mark}"
+    where = f" WHERE id = {mark} AND status = {mark} RETURNING last_seq"
+    return {
+        "insert_stream": (f"INSERT INTO {stream} ({columns(Stream, STREAM_COLUMNS)}) VALUES "
+                          f"({', '.join([mark] * len(STREAM_COLUMNS))}) RETURNING id"),
+        "insert_events": f"INSERT INTO {event} ({columns(Event, EVENT_COLUMNS)}) VALUES ",
+        "event_row": "(" + ", ".join([mark] * len(EVENT_COLUMNS)) + ")",
+        "bump": bump + where,
+        "bump_finish": bump + f", status = {mark}, finished_at = {mark}" + where,
+    }
+
+
+class HotSQL:
+    """Bound to one DB-API connection (a reconnect makes a new one)."""
+
+    def __init__(self, db):
+        self.raw = db.connection
+        # Django's SQLite cursor rewrites `%s` to `?` in every query: the base class does not.
+        self.cursor = sqlite3.Cursor(self.raw) if db.vendor == "sqlite" else self.raw.cursor()
+        self.sql = _statements(db.vendor)
+        if db.vendor == "sqlite" and settings.USE_TZ and db.timezone is timezone.utc:
+            self.adapt_time = _utc_text
+        else:
+            self.adapt_time = db.ops.adapt_datetimefield_value
+
+    def insert_stream(self, values: tuple) -> int:
+        """values: STREAM_COLUMNS in order, datetimes adapted."""
+        self.cursor.execute(self.sql["insert_stream"], values)
+        return self.cursor.fetchone()[0]
+
+    def insert_events(self, rows: list[tuple]):
+        """rows: EVENT_COLUMNS in order, datetimes adapted."""
+        sql = self.sql["insert_events"] + ", ".join([self.sql["event_row"]] * len(rows))
+        self.cursor.execute(sql, [value for row in rows for value in row])
+
+    def bump(self, stream_id: int, count: int, at, finish: str | None) -> int | None:
+        """Reserve `count` sequence numbers on an open stream (ending it with `finish`): -> the last."""
+        if finish:
+            self.cursor.execute(self.sql["bump_finish"], (count, at, str(finish), at, stream_id, OPEN))
+        else:
+            self.cursor.execute(self.sql["bump"], (count, at, stream_id, OPEN))
+        row = self.cursor.fetchone()
+        return row[0] if row else None
+
+
+def _utc_text(value) -> str:
+    """What Django's SQLite backend stores for an aware datetime when the database is in UTC."""
+    if value.tzinfo is not timezone.utc:
+        value = value.astimezone(timezone.utc)
+    return str(value.replace(tzinfo=None))
+
+
+def hot(db) -> HotSQL | None:
+    """The hot path's statements for this Django connection, or None (vendor without RETURNING)."""
+    if db.vendor not in ("sqlite", "postgresql"):
+        return None
+    db.ensure_connection()
+    bound = getattr(db, "_mcp_hotsql", None)
+    if bound is None or bound.raw is not db.connection:
+        bound = db._mcp_hotsql = HotSQL(db)
+    return bound
