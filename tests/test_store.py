@@ -12,6 +12,16 @@ from mcp_transport.streams import store
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
+@pytest.fixture(params=["raw SQL", "ORM"])
+def write_path(request, monkeypatch):
+    """The hot writes use raw SQL on SQLite and PostgreSQL and the ORM elsewhere: test both."""
+    if request.param == "ORM":
+        from mcp_transport.streams import hotsql
+
+        monkeypatch.setattr(hotsql, "hot", lambda db: None)
+    return request.param
+
+
 def new_session(sid="s1", version="2025-11-25"):
     return store.create_session(sid, "default", version, {"name": "c", "version": "1"}, {})
 
@@ -22,7 +32,7 @@ def test_event_ids_round_trip_and_reject_garbage():
         assert store.parse_event_id(garbage) is None
 
 
-def test_append_numbers_events_and_finishes_the_stream():
+def test_append_numbers_events_and_finishes_the_stream(write_path):
     new_session()
     stream_id, priming = store.open_stream("s1", method="tools/call", request_id="1", prime=True)
     assert priming.seq == 0 and priming.payload == ""
@@ -136,7 +146,7 @@ async def test_queued_notifications_never_merge_into_a_finishing_append():
     assert await late == []
 
 
-def test_the_hot_path_stores_what_the_orm_would():
+def test_the_hot_path_stores_what_the_orm_would(write_path):
     """open_stream and append write with raw SQL on SQLite and PostgreSQL: rows must read back
     through the ORM exactly as ORM-written rows do (aware datetimes, choices, sequence numbers)."""
     from django.db import connection
@@ -157,7 +167,7 @@ def test_the_hot_path_stores_what_the_orm_would():
     events = list(Event.objects.filter(stream_id=stream_id).order_by("seq").values_list("seq", "kind", "payload"))
     assert events == [(0, "priming", ""), (1, "message", "a"), (2, "final", "b")]
     assert Stream.objects.filter(created_at__gte=before, created_at__lte=after, pk=stream_id).exists()
-    if connection.vendor == "sqlite":
+    if connection.vendor == "sqlite" and write_path == "raw SQL":
         raw = connection.cursor().execute("SELECT CAST(created_at AS TEXT) FROM mcp_transport_stream WHERE id = %s",
                                           [stream_id]).fetchone()[0]
         assert raw == connection.ops.adapt_datetimefield_value(stream.created_at)
@@ -189,3 +199,25 @@ async def test_a_pending_streams_writes_queue_behind_its_insert_and_survive_a_ba
     events, status = await store.aevents_after(stream_id, -1)
     assert [e.payload for e in events] == ["", "n1", "end"] and status == "completed"
     assert await sync_to_async(Stream.objects.count)() == 1
+
+
+def test_writes_made_before_the_insert_are_stored_with_it(write_path):
+    """A quick request's answer is written with its stream: numbered after the priming event,
+    the finishing write ends the stream, and nothing after it is stored."""
+    new_session()
+    stream_id, priming, stored = store.open_request_stream(
+        "s1", method="tools/call", request_id="1", prime=True,
+        writes=[(["p1", "p2"], None), (["result"], Stream.Status.COMPLETED), (["late"], None)],
+    )
+    assert priming.seq == 0
+    assert [[(e.stream_id, e.seq, e.kind) for e in events] for events in stored] == [
+        [(stream_id, 1, "message"), (stream_id, 2, "message")], [(stream_id, 3, "final")], []]
+    stream = Stream.objects.get(pk=stream_id)
+    assert (stream.status, stream.last_seq) == ("completed", 3) and stream.finished_at == stream.last_event_at
+    events, status = store.events_after(stream_id, -1)
+    assert [(e.seq, e.payload) for e in events] == [(0, ""), (1, "p1"), (2, "p2"), (3, "result")]
+
+    cancelled, _, stored = store.open_request_stream("s1", writes=[([], Stream.Status.CANCELLED)])
+    assert stored == [[]] and Stream.objects.get(pk=cancelled).status == "cancelled"
+    assert store.events_after(cancelled, -1) == ([], "cancelled")
+    assert store.append(cancelled, ["x"]) == []

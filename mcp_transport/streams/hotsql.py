@@ -20,6 +20,7 @@ from ..models import Event, Stream
 STREAM_COLUMNS = (
     "session", "kind", "method", "tool_name", "request_id", "status", "last_seq", "reconnects", "worker",
     "lease_expires_at", "connected_worker", "connected_at", "disconnect_policy", "retry_ms", "created_at",
+    "last_event_at", "finished_at",
 )
 EVENT_COLUMNS = ("stream", "seq", "kind", "payload", "created_at")
 # Plain strings: a driver may adapt an Enum by its name.

@@ -86,7 +86,7 @@ class StreamOutbox:
             return
         payload = jsonrpc.dumps(message)
         self.budget.spend(payload, self.stream.id)
-        stored, new = executor.submit_items(store.append, self.stream, [payload])
+        stored, new = write(self.stream, [payload])
         if new:
             stored.add_done_callback(self._publish)
             self.queued.append(stored)
@@ -129,8 +129,10 @@ class StreamOutbox:
         if self.stream is not None and self.session.protocol_version >= POLLING_VERSION:
             if self.queued:
                 await self.queued[-1]  # the connection sends what was sent before the close
+            while not self.stream.queued:
+                await asyncio.sleep(0)  # the tool's first turn: the INSERT is queued right after it
             if self.stream.id is None:
-                await executor.run(store.stream_pk, self.stream)  # queued after the stream's INSERT
+                await executor.run(store.stream_pk, self.stream)
             relay.close_connections(self.stream.id, retry_ms, reason="tool")
 
     async def notify_session(self, message: dict):
@@ -180,10 +182,8 @@ async def _run_on_stream(server, session, message, stream: store.PendingStream, 
 
 
 async def _finish(stream: store.PendingStream, payloads: list[str], status: str):
-    """The stream's last write (after the INSERT, by queue order), and the wake-up that sends it."""
-    events = await store.aappend(stream, payloads, finish=status) if payloads else []
-    if not payloads:
-        await store.afinish(stream, status)
+    """The stream's last write, and the wake-up that sends it."""
+    events = await write(stream, payloads, status)[0]
     if stream.id is None:
         return
     if events:
@@ -192,20 +192,57 @@ async def _finish(stream: store.PendingStream, payloads: list[str], status: str)
         relay.end(stream.id)
 
 
+def write(stream: store.PendingStream, payloads: list[str], finish: str | None = None):
+    """Queue a write on a request's stream: -> (future of its events, whether it is a new write).
+
+    Before the stream's INSERT is queued the write waits on the stream and goes with it;
+    notifications in a row share one write.
+    """
+    if not stream.queued:
+        if not finish and stream.early and not stream.early[-1][1]:
+            stream.early[-1][0].extend(payloads)
+            return stream.early[-1][2], False
+        future = asyncio.get_running_loop().create_future()
+        stream.early.append((list(payloads), finish, future))
+        return future, True
+    if finish:
+        if payloads:
+            return executor.submit(store.append, stream, payloads, finish=finish), True
+        return executor.submit(_finish_without_message, stream, finish), True
+    return executor.submit_items(store.append, stream, payloads)
+
+
+def _finish_without_message(stream, status) -> list:
+    store.finish(stream, status)
+    return []
+
+
 async def start_on_new_stream(server, session, message, scope=None, **stream_fields):
     """Open a request stream and run the request on it: -> (stream id, priming event or None).
 
-    The task starts before the stream's INSERT has run: a quick request's response is stored
-    in the same transaction, and the connection sends it with the priming event.
+    The request's task gets one turn of the loop before the stream's INSERT is queued: what it
+    wrote by then (a quick request's whole answer) is stored in the same statement, and the
+    connection sends it with the priming event.
     """
     stream = store.PendingStream()
-    opened = executor.submit(store.open_stream, session.id, pending=stream, **stream_fields)
     task = start_on_stream(server, session, message, stream, scope)
+    await asyncio.sleep(0)
+    early, stream.early = stream.early, []
+    stream.queued = True
     try:
-        return await opened
+        stream_id, priming, stored = await executor.submit(
+            store.open_request_stream, session.id, pending=stream,
+            writes=[(payloads, finish) for payloads, finish, _ in early], **stream_fields,
+        )
     except BaseException:
         task.cancel()
+        for _, _, future in early:
+            future.cancel()
         raise
+    for (_, _, future), events in zip(early, stored):
+        if not future.done():
+            future.set_result(events)
+    return stream_id, priming
 
 
 def start_on_stream(server, session, message, stream: store.PendingStream, scope=None) -> asyncio.Task:

@@ -44,17 +44,20 @@ class StoredEvent(NamedTuple):
 
 
 class PendingStream:
-    """A request stream whose INSERT is queued but not yet run.
+    """A request stream before its row exists.
 
-    The request's task starts at once and may queue its first events before the row exists:
-    the database thread runs the INSERT first (queue order), sets `id`, and under load both
-    share one transaction. Store functions take it wherever they take a stream id.
+    The request's task starts first: what it writes in its first turn of the loop (a quick
+    request's whole answer) waits in `early` and is stored with the stream's INSERT; once the
+    INSERT is queued (`queued`), writes queue behind it on the database thread, which sets `id`.
+    Store functions take it wherever they take a stream id.
     """
 
-    __slots__ = ("id",)
+    __slots__ = ("id", "queued", "early")
 
     def __init__(self):
         self.id: int | None = None
+        self.queued = False
+        self.early: list[tuple[list[str], str | None, asyncio.Future]] = []
 
 
 def stream_pk(stream: int | PendingStream) -> int:
@@ -154,32 +157,81 @@ def _atomic(db):
 def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
                 retry_ms=None, pending: PendingStream | None = None) -> tuple[int, StoredEvent | None]:
     """A new request stream, run and held by this worker, with its priming event (seq 0) if due."""
+    stream_id, priming, _ = open_request_stream(session_id, method=method, request_id=request_id,
+                                                tool_name=tool_name, prime=prime, policy=policy,
+                                                retry_ms=retry_ms, pending=pending)
+    return stream_id, priming
+
+
+def _early_events(stream_id: int, writes) -> tuple[list[list[StoredEvent]], str | None]:
+    """Sequence numbers for writes made before the stream existed; a finishing write ends it."""
+    stored, seq, finished = [], 0, None
+    for payloads, finish in writes:
+        if finished:
+            stored.append([])
+            continue
+        kinds = [hotsql.MESSAGE] * len(payloads)
+        if finish and payloads:
+            kinds[-1] = hotsql.FINAL
+        stored.append([StoredEvent(stream_id, seq + 1 + i, kinds[i], p) for i, p in enumerate(payloads)])
+        seq += len(payloads)
+        finished = finish
+    return stored, finished
+
+
+def open_request_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
+                        retry_ms=None, pending: PendingStream | None = None, writes=()):
+    """A new request stream, run and held by this worker, with its priming event (seq 0) if due.
+
+    `writes`: (payloads, finish) the request made while this INSERT waited in the queue (a quick
+    request's whole answer), stored with it. -> (stream id, priming event or None, events per write).
+    """
     if pending is not None:
         pending.id = None  # a batch rolled back and re-run: only the last INSERT counts
     now = timezone.now()
+    lease = now + timedelta(seconds=mcp_settings.LEASE_SECONDS)
     db = connections[DEFAULT_DB_ALIAS]
     with _atomic(db):
         sql = hotsql.hot(db)
         if sql is not None:
             at = sql.adapt_time(now)
+            # The id is not known before the INSERT: events are numbered with 0 and re-made below.
+            stored, finished = _early_events(0, writes)
+            last = sum(len(events) for events in stored)
             stream_id = sql.insert_stream((
-                session_id, hotsql.REQUEST, method, tool_name[:200], request_id, hotsql.OPEN, 0, 0, WORKER,
-                sql.adapt_time(now + timedelta(seconds=mcp_settings.LEASE_SECONDS)), WORKER, at, policy[:200],
-                retry_ms, at,
+                session_id, hotsql.REQUEST, method, tool_name[:200], request_id, str(finished or hotsql.OPEN),
+                last, 0, WORKER, sql.adapt_time(lease), WORKER, at, policy[:200], retry_ms, at,
+                at if last else None, at if finished else None,
             ))
-            if prime:
-                sql.insert_events([(stream_id, 0, hotsql.PRIMING, "", at)])
+            stored = [[e._replace(stream_id=stream_id) for e in events] for events in stored]
+            rows = [(stream_id, 0, hotsql.PRIMING, "", at)] if prime else []
+            rows += [(stream_id, e.seq, e.kind, e.payload, at) for events in stored for e in events]
+            if rows:
+                sql.insert_events(rows)
         else:
-            stream_id = Stream.objects.create(
+            stream = Stream.objects.create(
                 session_id=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
-                request_id=request_id, worker=WORKER, lease_expires_at=_lease(), connected_worker=WORKER,
+                request_id=request_id, worker=WORKER, lease_expires_at=lease, connected_worker=WORKER,
                 connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
-            ).id
-            if prime:
-                Event.objects.create(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)
+            )
+            stream_id = stream.id
+            stored, finished = _early_events(stream_id, writes)
+            events = [e for batch in stored for e in batch]
+            if events or finished:
+                Stream.objects.filter(pk=stream_id).update(
+                    last_seq=len(events), last_event_at=now if events else None,
+                    status=finished or Stream.Status.OPEN, finished_at=now if finished else None,
+                )
+            Event.objects.bulk_create(
+                ([Event(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)]
+                 if prime else [])
+                + [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
+                   for e in events]
+            )
         if pending is not None:
             pending.id = stream_id
-    return stream_id, StoredEvent(stream_id, 0, hotsql.PRIMING, "") if prime else None
+    priming = StoredEvent(stream_id, 0, hotsql.PRIMING, "") if prime else None
+    return stream_id, priming, stored
 
 
 def standalone_stream(session_id: str) -> tuple[int, int, bool]:
@@ -235,9 +287,8 @@ def append(stream: int | PendingStream, payloads: list[str], finish: str | None 
 
 def finish(stream: int | PendingStream, status: str) -> bool:
     """End an open stream without a final message (cancelled, failed without a response)."""
-    return bool(
-        Stream.objects.filter(pk=stream_pk(stream), status=Stream.Status.OPEN).update(status=status, finished_at=timezone.now())
-    )
+    streams = Stream.objects.filter(pk=stream_pk(stream), status=Stream.Status.OPEN)
+    return bool(streams.update(status=status, finished_at=timezone.now()))
 
 
 def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
