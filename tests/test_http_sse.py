@@ -39,7 +39,7 @@ def c(mcp):
 
 
 def test_post_stream_has_sse_headers_priming_then_messages_then_ends(c):
-    request_id, reader = run_call(c, "progress", {"count": 3, "delay": 0}, progress_token="tok")
+    request_id, reader = run_call(c, "progress", {"count": 3, "delay": 0.01}, progress_token="tok")
     assert reader.status == 200
     assert reader.headers["content-type"].startswith("text/event-stream")
     assert reader.headers["cache-control"] == "no-cache"
@@ -62,6 +62,7 @@ def test_a_quick_response_goes_out_with_its_priming_event_as_one_body(c, example
                            headers=c.headers(None, accept=ACCEPT_BOTH))
     assert response.headers["content-type"].startswith("text/event-stream")
     assert int(response.headers["content-length"]) == len(response.content)
+    assert "x-accel-buffering" not in response.headers  # nothing left to stream
     events = parse_events(response.text)
     assert [is_priming(e) for e in events] == [True, False]
     assert json.loads(events[1].data) == {"jsonrpc": "2.0", "id": request_id,

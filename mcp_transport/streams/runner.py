@@ -98,7 +98,8 @@ class StreamOutbox:
 
     def _publish(self, stored: asyncio.Future):
         if not stored.cancelled() and stored.exception() is None:
-            relay.publish(self.stream.id, stored.result())
+            if not self.stream.answered:
+                relay.publish(self.stream.id, stored.result())
         elif not stored.cancelled():
             logger.error("Storing an event of stream %s failed", self.stream.id, exc_info=stored.exception())
 
@@ -184,7 +185,7 @@ async def _run_on_stream(server, session, message, stream: store.PendingStream, 
 async def _finish(stream: store.PendingStream, payloads: list[str], status: str):
     """The stream's last write, and the wake-up that sends it."""
     events = await write(stream, payloads, status)[0]
-    if stream.id is None:
+    if stream.id is None or stream.answered:
         return
     if events:
         relay.publish(stream.id, events)
@@ -218,11 +219,11 @@ def _finish_without_message(stream, status) -> list:
 
 
 async def start_on_new_stream(server, session, message, scope=None, **stream_fields):
-    """Open a request stream and run the request on it: -> (stream id, priming event or None).
+    """Open a request stream and run the request on it.
 
     The request's task gets one turn of the loop before the stream's INSERT is queued: what it
-    wrote by then (a quick request's whole answer) is stored in the same statement, and the
-    connection sends it with the priming event.
+    wrote by then (a quick request's whole answer) is stored in the same statements.
+    -> (the stream, its priming event or None, the events written by then, in order).
     """
     stream = store.PendingStream()
     task = start_on_stream(server, session, message, stream, scope)
@@ -230,7 +231,7 @@ async def start_on_new_stream(server, session, message, scope=None, **stream_fie
     early, stream.early = stream.early, []
     stream.queued = True
     try:
-        stream_id, priming, stored = await executor.submit(
+        _, priming, stored = await executor.submit(
             store.open_request_stream, session.id, pending=stream,
             writes=[(payloads, finish) for payloads, finish, _ in early], **stream_fields,
         )
@@ -242,7 +243,7 @@ async def start_on_new_stream(server, session, message, scope=None, **stream_fie
     for (_, _, future), events in zip(early, stored):
         if not future.done():
             future.set_result(events)
-    return stream_id, priming
+    return stream, priming, [e for events in stored for e in events]
 
 
 def start_on_stream(server, session, message, stream: store.PendingStream, scope=None) -> asyncio.Task:

@@ -52,12 +52,15 @@ class PendingStream:
     Store functions take it wherever they take a stream id.
     """
 
-    __slots__ = ("id", "queued", "early")
+    __slots__ = ("id", "queued", "early", "answered")
 
     def __init__(self):
         self.id: int | None = None
         self.queued = False
         self.early: list[tuple[list[str], str | None, asyncio.Future]] = []
+        # The connection that opened the stream sent its whole answer in its first write: no one
+        # else can hold the stream yet, so its events need no wake-ups.
+        self.answered = False
 
 
 def stream_pk(stream: int | PendingStream) -> int:

@@ -30,11 +30,9 @@ from .guards import Rejected
 logger = logging.getLogger("mcp_transport")
 
 SESSION_HEADER = "mcp-session-id"
-SSE_HEADERS = [
-    (b"content-type", b"text/event-stream"),
-    (b"cache-control", b"no-cache"),
-    (b"x-accel-buffering", b"no"),
-]
+# A whole response sent at once has a length: nothing to keep out of caches and proxy buffers.
+SSE_COMPLETE_HEADERS = [(b"content-type", b"text/event-stream")]
+SSE_HEADERS = [*SSE_COMPLETE_HEADERS, (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOW = "GET, POST, DELETE"
 SESSION_NOT_FOUND = -32001
@@ -297,17 +295,21 @@ class MCPConsumer(AsyncConsumer):
         runner.check_in_flight(session.id)
         disconnect, retry, label = self.policies_for(session, tool_name)
         retry_ms = retry.retry_ms(policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
-        stream_id, priming = await runner.start_on_new_stream(
+        stream, priming, written = await runner.start_on_new_stream(
             self.server, session, message, self.scope, method=message.method,
             request_id=runner.request_key(message.id), tool_name=tool_name,
             prime=session.protocol_version >= POLLING_VERSION, policy=label, retry_ms=retry_ms,
         )
-        listener = await self.listen(stream_id, join=False)
-        # One turn of the loop: what the request stored with the stream (a quick tool's whole
-        # answer) reaches the listener and goes out with the priming event, in one write.
-        await asyncio.sleep(0)
-        conn = policies.Connection(stream_id, Stream.Kind.REQUEST, message.method, tool_name)
-        await self.start_stream(session, listener, conn, [priming] if priming else [], 0, disconnect, retry_ms)
+        events = ([priming] if priming else []) + written
+        conn = policies.Connection(stream.id, Stream.Kind.REQUEST, message.method, tool_name)
+        if written and written[-1].kind == Event.Kind.FINAL:
+            # Answered before the stream existed anywhere but here: one write, nothing to listen for.
+            stream.answered = True
+            await self.send_complete(session, b"".join(self.frame(e, retry_ms) for e in events))
+            self.record_end(conn, "completed")
+            return
+        listener = await self.listen(stream.id, join=False)
+        await self.start_stream(session, listener, conn, events, 0, disconnect, retry_ms)
 
     async def get(self):
         guards.check_get_headers(self.headers)
@@ -375,28 +377,27 @@ class MCPConsumer(AsyncConsumer):
         bus.unlisten(listener)
         relay.relay.leave(listener.stream_id)
 
+    async def send_complete(self, session, body: bytes):
+        """A whole SSE response at once."""
+        await self.send_headers(200, [*SSE_COMPLETE_HEADERS, *self.session_headers(session.id),
+                                      (b"content-length", str(len(body)).encode())])
+        await self.send_body(body)
+
     async def start_stream(self, session, listener, conn, events, last_seq, disconnect, retry_ms, *,
                            reprime=None, ended=False):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
         polling = session.protocol_version >= POLLING_VERSION
         last_seq = max([last_seq, *(e.seq for e in events)])
-        for event in listener.events:
-            if event.seq == last_seq + 1:
-                events.append(event)
-                last_seq = event.seq
         first = b"".join(self.frame(e, retry_ms) for e in events)
         if not first:
             first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
-        done = ended or any(e.kind == Event.Kind.FINAL for e in events)
-        headers = SSE_HEADERS + self.session_headers(session.id)
-        if done:
-            headers.append((b"content-length", str(len(first)).encode()))
-        await self.send_headers(200, headers)
-        await self.send_body(first, more_body=not done)
-        if done:
+        if ended or any(e.kind == Event.Kind.FINAL for e in events):
             self.unlisten(listener)
+            await self.send_complete(session, first)
             self.record_end(conn, "completed")
             return
+        await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
+        await self.send_body(first, more_body=True)
         listener.delivered = last_seq
         conn.events_sent = len(events)
         self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms))

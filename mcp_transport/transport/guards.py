@@ -81,8 +81,9 @@ def is_preflight(method: str, headers: dict[str, str]) -> bool:
     return method == "OPTIONS" and "origin" in headers and "access-control-request-method" in headers
 
 
-def _media_types(accept: str) -> set[str]:
-    return {part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip()}
+@lru_cache(maxsize=64)
+def _media_types(accept: str) -> frozenset[str]:
+    return frozenset(part.split(";")[0].strip().lower() for part in accept.split(",") if part.strip())
 
 
 def accepts(headers: dict[str, str], media_type: str) -> bool:
