@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import logging
+import time
 
 from django.db import close_old_connections, connection, transaction
 
@@ -82,11 +83,26 @@ def _run_one(fn, args, kwargs):
         with transaction.atomic():
             return True, fn(*args, **kwargs)
     except Exception as exc:
+        _checked_at[0] = float("-inf")  # the connection may be why: check it before the next batch
         return False, exc
 
 
+# How often the database thread checks its connection (CONN_MAX_AGE, CONN_HEALTH_CHECKS) between
+# batches: a check per batch costs PostgreSQL a round trip per batch. After a failure the next
+# batch checks at once.
+CHECK_EVERY = 1.0
+_checked_at = [float("-inf")]
+
+
+def _check_connection():
+    now = time.monotonic()
+    if now - _checked_at[0] >= CHECK_EVERY:
+        _checked_at[0] = now
+        connection.close_if_unusable_or_obsolete()
+
+
 def _run_batch(batch):
-    connection.close_if_unusable_or_obsolete()
+    _check_connection()
     if len(batch) == 1:
         fn, args, kwargs, _ = batch[0]
         return [_run_one(fn, args, kwargs)]

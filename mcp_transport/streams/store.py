@@ -201,16 +201,14 @@ def open_request_stream(session_id, *, method="", request_id="", tool_name="", p
             # The id is not known before the INSERT: events are numbered with 0 and re-made below.
             stored, finished = _early_events(0, writes)
             last = sum(len(events) for events in stored)
-            stream_id = sql.insert_stream((
+            events = [(0, hotsql.PRIMING, "")] if prime else []
+            events += [(e.seq, e.kind, e.payload) for batch in stored for e in batch]
+            stream_id = sql.open_stream((
                 session_id, hotsql.REQUEST, method, tool_name[:200], request_id, str(finished or hotsql.OPEN),
                 last, 0, WORKER, sql.adapt_time(lease), WORKER, at, policy[:200], retry_ms, at,
                 at if last else None, at if finished else None,
-            ))
-            stored = [[e._replace(stream_id=stream_id) for e in events] for events in stored]
-            rows = [(stream_id, 0, hotsql.PRIMING, "", at)] if prime else []
-            rows += [(stream_id, e.seq, e.kind, e.payload, at) for events in stored for e in events]
-            if rows:
-                sql.insert_events(rows)
+            ), events, at)
+            stored = [[e._replace(stream_id=stream_id) for e in batch] for batch in stored]
         else:
             stream = Stream.objects.create(
                 session_id=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
@@ -269,13 +267,10 @@ def append(stream: int | PendingStream, payloads: list[str], finish: str | None 
     with _atomic(db):
         sql = hotsql.hot(db)
         if sql is not None:
-            at = sql.adapt_time(now)
-            last = sql.bump(stream_id, count, at, finish)
+            last = sql.append(stream_id, kinds, payloads, sql.adapt_time(now), finish)
             if last is None:
                 return []
-            events = [StoredEvent(stream_id, last - count + 1 + i, kinds[i], p) for i, p in enumerate(payloads)]
-            sql.insert_events([(stream_id, e.seq, e.kind, e.payload, at) for e in events])
-            return events
+            return [StoredEvent(stream_id, last - count + 1 + i, kinds[i], p) for i, p in enumerate(payloads)]
         updates = {"last_seq": F("last_seq") + count, "last_event_at": now}
         if finish:
             updates.update(status=finish, finished_at=now)
