@@ -31,6 +31,8 @@ ANCHORS = ("py-sse", "py-json", "ts-sse", "ts-json", "raw-daphne", "chan-daphne"
 # Ours: database and answer mode. JSON mode is JSON_RESPONSE=True.
 OURS = ("ours-sqlite-sse", "ours-sqlite-json", "ours-pg-sse", "ours-pg-json")
 RESUME_DELAYS = ("0.02", "0.001", "0")
+# The bare baselines answer echo only: no resume scenario for them.
+NO_PROGRESS_TOOL = ("raw-daphne", "chan-daphne")
 
 
 def log(*parts):
@@ -130,14 +132,14 @@ def run(args) -> list[dict]:
                                         "--warmup", "1", label=f"{name} rep={rep}"))
         if "streams" in args.scenarios:
             for name in args.servers:
-                if name.endswith("-json") and name.startswith("ours-"):
+                if name.endswith("-json"):  # the same server as its -sse twin, for held GET streams
                     continue
                 with target(name) as t:
                     log(f"{name} streams S={args.streams}")
                     record(load(args, t, "streams", "-s", str(args.streams), "--hold", "10", label=name))
         if "resume" in args.scenarios:
             for name in args.servers:
-                if name.endswith("-json"):
+                if name.endswith("-json") or name in NO_PROGRESS_TOOL:
                     continue
                 with target(name) as t:
                     for delay in RESUME_DELAYS:

@@ -88,7 +88,7 @@ def parse(body: bytes) -> Message:
     except UnicodeDecodeError:
         raise ParseError("Parse error: body is not valid UTF-8") from None
     try:
-        data = json.loads(text, parse_constant=_no_constant, parse_float=_finite_float)
+        data = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"Parse error: {exc}") from None
     if _SURROGATE_ESCAPE.search(text):
@@ -112,6 +112,11 @@ def _finite_float(text: str) -> float:
     if math.isinf(value):
         raise ValueError(f"number out of range: {text[:40]}")
     return value
+
+
+# Built once: json.loads / json.dumps with options build a new decoder / encoder on every call.
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+_ENCODER = json.JSONEncoder(separators=(",", ":"), allow_nan=False, default=str)
 
 
 def validate(data) -> Message:
@@ -148,9 +153,9 @@ def dumps(obj) -> str:
     """Compact and ASCII-only: whatever a tool returns (unpaired surrogates, U+2028, NaN) stays
     valid JSON on one SSE line and encodes to UTF-8."""
     try:
-        return json.dumps(obj, separators=(",", ":"), allow_nan=False, default=str)
+        return _ENCODER.encode(obj)
     except ValueError:
-        return json.dumps(_finite(obj), separators=(",", ":"), allow_nan=False, default=str)
+        return _ENCODER.encode(_finite(obj))
 
 
 def _finite(value):

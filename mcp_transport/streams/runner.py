@@ -30,7 +30,7 @@ logger = logging.getLogger("mcp_transport")
 
 def request_key(request_id) -> str:
     """JSON-RPC ids 1 and "1" are different requests."""
-    return json.dumps(request_id)
+    return str(request_id) if type(request_id) is int else json.dumps(request_id)
 
 
 @dataclass
