@@ -300,6 +300,27 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
 
 
+def resume_stream(session_id: str, stream_id: int, seq: int, describe):
+    """A client resuming after event `seq`, in one trip to the database thread.
+
+    The stream must be this session's and still replayable, else None. A request whose
+    worker's lease ran out is failed first (so the client gets an error, not silence).
+    `describe(stream)` -> (policy label, retry ms, anything): recorded with the connection.
+    -> (stream, failed events, events after `seq`, status, connection log id, describe's result).
+    """
+    with transaction.atomic(savepoint=False):
+        stream = find_stream(session_id, stream_id)
+        if stream is None or seq > stream.last_seq:
+            return None
+        failed = []
+        if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
+            failed = fail_orphans(stream_id)
+        events, status = events_after(stream_id, seq)
+        described = describe(stream)
+        log_id = connected(stream_id, seq, described[0], described[1])
+    return stream, failed, events, status, log_id, described
+
+
 def request_worker(session_id: str, request_key: str) -> str | None:
     """The worker running an open request of this session, if it runs on a stream."""
     return (
@@ -443,6 +464,7 @@ afind_stream = batched(find_stream)
 aappend = batched(append)
 afinish = batched(finish)
 aevents_after = batched(events_after)
+aresume_stream = batched(resume_stream)
 aconnected = batched(connected)
 adisconnected = batched(disconnected)
 aheartbeat = batched(heartbeat)

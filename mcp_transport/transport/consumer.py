@@ -341,23 +341,27 @@ class MCPConsumer(AsyncConsumer):
             limits.reconnects.check(stream_id)
         except LimitExceeded as exc:
             raise too_many(exc) from None
-        stream = await store.afind_stream(session.id, stream_id)
-        if stream is None or seq > stream.last_seq:
-            raise Rejected(404, "Not Found: no such event in this session")
         listener = await self.listen(stream_id)
+
+        def describe(stream):
+            conn = policies.Connection(stream_id, stream.kind, stream.method, stream.tool_name,
+                                       reconnects=stream.reconnects + 1, resumed=True)
+            disconnect, retry, label = self.policies_for(session, stream.tool_name)
+            return label, retry.retry_ms(conn), (conn, disconnect)
+
+        try:
+            found = await store.aresume_stream(session.id, stream_id, seq, describe)
+        except BaseException:
+            self.unlisten(listener)
+            raise
+        if found is None:
+            self.unlisten(listener)
+            raise Rejected(404, "Not Found: no such event in this session")
+        _, failed, events, status, self.log_id, (_, retry_ms, (conn, disconnect)) = found
         relay.close_connections(stream_id, None, keep=listener, reason="replaced")
-        if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
-            failed = await store.afail_orphans(stream_id)
-            if failed:
-                logger.warning("Stream %s failed on resume: its worker's lease expired", stream_id)
-                relay.publish(stream_id, failed)
-        events, status = await store.aevents_after(stream_id, seq)
-        conn = policies.Connection(
-            stream_id, stream.kind, stream.method, stream.tool_name, reconnects=stream.reconnects + 1, resumed=True
-        )
-        disconnect, retry, label = self.policies_for(session, stream.tool_name)
-        retry_ms = retry.retry_ms(conn)
-        self.log_id = await store.aconnected(stream_id, seq, label, retry_ms)
+        if failed:
+            logger.warning("Stream %s failed on resume: its worker's lease expired", stream_id)
+            relay.publish(stream_id, failed)
         ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
         await self.start_stream(session, listener, conn, events, seq, disconnect, retry_ms,
                                 reprime=last_event_id, ended=ended)
