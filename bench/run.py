@@ -379,7 +379,7 @@ def plot(results: list[dict], path: str, title: str, others: dict | None = None)
     except ImportError:
         log("matplotlib is not installed: no plot (pip install -r requirements-test.txt)")
         return None
-    fig, ax = plt.subplots(figsize=(6, 4), dpi=120)
+    fig, ax = plt.subplots(figsize=(8.5, 4.2), dpi=120)
     for name, xy in sorted(points.items()):
         xy.sort()
         ax.plot([x for x, _ in xy], [y for _, y in xy], marker="o", linewidth=2, label=name)
@@ -393,7 +393,7 @@ def plot(results: list[dict], path: str, title: str, others: dict | None = None)
     ax.set_ylim(bottom=0)
     ax.set_title(title, fontsize=9)
     ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.tight_layout()
     Path(path).parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

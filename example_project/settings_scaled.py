@@ -24,7 +24,9 @@ REDIS_URL = os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "prefix": os.environ.get("MCP_REDIS_PREFIX", "mcp")},
+        # Above channels_redis's 5 s blocking receive (redis-py 8 defaults to 5 s): check W005.
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": 30}],
+                   "prefix": os.environ.get("MCP_REDIS_PREFIX", "mcp")},
     }
 }
 CACHES = {

@@ -89,4 +89,30 @@ def check_settings(app_configs=None, **kwargs):
     ):
         errors.append(checks.Warning("Put 'daphne' before django.contrib.staticfiles in INSTALLED_APPS so that "
                                      "runserver serves MCP with daphne.", id="mcp_transport.W004"))
+    errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
     return errors
+
+
+def _check_redis_layer(layers: dict) -> list:
+    """redis-py 8 reads with a 5 s socket timeout by default, and channels_redis blocks 5 s waiting
+    for a message: an idle worker's receive then fails every 5 s and the relay reconnects."""
+    layer = layers.get("default") or {}
+    if layer.get("BACKEND") != "channels_redis.core.RedisChannelLayer":
+        return []
+    try:
+        from channels_redis.core import RedisChannelLayer
+        from redis.asyncio import Connection
+
+        default = Connection().socket_timeout  # no I/O until used
+    except (ImportError, AttributeError, TypeError):
+        return []
+    blocking = RedisChannelLayer.brpop_timeout
+    for host in (layer.get("CONFIG") or {}).get("hosts") or ["redis://localhost:6379"]:
+        timeout = host.get("socket_timeout", default) if isinstance(host, dict) else default
+        if timeout is not None and timeout <= blocking:
+            return [checks.Warning(
+                f"The Redis channel layer reads with a {timeout} s socket timeout, not above its {blocking} s "
+                "blocking receive: idle workers lose their connection every few seconds.",
+                hint='Give each host a longer timeout: {"address": "redis://...", "socket_timeout": 30}.',
+                id="mcp_transport.W005")]
+    return []

@@ -66,6 +66,28 @@ def test_bad_settings_get_stable_ids():
         assert ids(check_settings()) == ["mcp_transport.E002", "mcp_transport.W002"]
 
 
+def test_a_redis_layer_that_times_out_while_idle_is_flagged():
+    """W005: redis-py 8 reads with a 5 s timeout by default, channels_redis blocks 5 s per receive."""
+    from redis.asyncio import Connection
+
+    redis_default = Connection().socket_timeout
+    layer = {"BACKEND": "channels_redis.core.RedisChannelLayer"}
+    cases = [
+        ({"hosts": ["redis://127.0.0.1:6379/0"]}, redis_default is not None and redis_default <= 5),
+        ({"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 5}]}, True),
+        ({"hosts": [{"address": "redis://127.0.0.1:6379/0", "socket_timeout": 30}]}, False),
+    ]
+    for config, flagged in cases:
+        with override_settings(CHANNEL_LAYERS={"default": {**layer, "CONFIG": config}}):
+            assert ("mcp_transport.W005" in ids(check_settings())) is flagged, config
+    with override_settings(CHANNEL_LAYERS={"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}):
+        assert "mcp_transport.W005" not in ids(check_settings())
+    from example_project import settings_scaled
+
+    with override_settings(CHANNEL_LAYERS=settings_scaled.CHANNEL_LAYERS):
+        assert "mcp_transport.W005" not in ids(check_settings())
+
+
 def test_checks_are_registered():
     assert check_settings in checks.registry.registry.get_checks()
 
