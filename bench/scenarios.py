@@ -335,10 +335,25 @@ async def _resume_once(url: str, session: MCPSession, mode: str, count: int, del
             return True
         return False
 
+    last_id = None
+    t_first = None  # the first bytes of a resumed connection
+
+    async def read(conn, response, first_only: bool):
+        """One connection's events, until `on_event` says stop or the server ends the response."""
+        nonlocal last_id, t_first
+        parser = SSEParser()
+        while (piece := await conn.read_some(response)) is not None:
+            if t_first is None and not first_only:
+                t_first = time.monotonic()
+            for event in parser.feed(piece):
+                if event.id is not None:
+                    last_id = event.id
+                if on_event(event, first_only):
+                    return
+
     # 1. The POST stream, dropped right after the first notification; events after it in the same
     #    read count as never delivered.
     conn = session.connection()
-    last_id = None
     t_post = time.monotonic()
     try:
         async with asyncio.timeout(timeout):
@@ -347,18 +362,7 @@ async def _resume_once(url: str, session: MCPSession, mode: str, count: int, del
             if response.status != 200 or not response.is_sse:
                 body = await conn.read_body(response)
                 raise HTTPError(response.status, body, "tools/call (expected an SSE stream)")
-            parser = SSEParser()
-            stopped = False
-            while not stopped:
-                piece = await conn.read_some(response)
-                if piece is None:
-                    break
-                for event in parser.feed(piece):
-                    if event.id is not None:
-                        last_id = event.id
-                    if on_event(event, first_only=True):
-                        stopped = True
-                        break
+            await read(conn, response, first_only=True)
     except (OSError, TimeoutError, HTTPError, ValueError) as exc:
         out["error"] = short(exc)
     finally:
@@ -369,7 +373,6 @@ async def _resume_once(url: str, session: MCPSession, mode: str, count: int, del
 
     # 2. Resume with GET + Last-Event-ID until the response (reconnecting if the server ends early).
     t_reconnect = time.monotonic()
-    t_first = None
     deadline = t_reconnect + timeout + count * delay
     while out["responses"] == 0 and out["reconnects"] < max_reconnects and time.monotonic() < deadline \
             and last_id is not None:
@@ -381,20 +384,7 @@ async def _resume_once(url: str, session: MCPSession, mode: str, count: int, del
             async with asyncio.timeout(max(0.1, deadline - time.monotonic())):
                 await conn.open()
                 response = await session.open_get(conn, last_id)
-                parser = SSEParser()
-                stopped = False
-                while not stopped:
-                    piece = await conn.read_some(response)
-                    if piece is None:
-                        break
-                    if t_first is None:
-                        t_first = time.monotonic()
-                    for event in parser.feed(piece):
-                        if event.id is not None:
-                            last_id = event.id
-                        if on_event(event, first_only=False):
-                            stopped = True
-                            break
+                await read(conn, response, first_only=False)
         except (OSError, TimeoutError, HTTPError, ValueError) as exc:
             out["error"] = short(exc)
         finally:
