@@ -28,7 +28,7 @@ migrate: install
 
 run: migrate
 	@echo "MCP endpoint: http://127.0.0.1:$(PORT)/mcp   admin: http://127.0.0.1:$(PORT)/admin/"
-	$(VENV)/bin/daphne -b 127.0.0.1 -p $(PORT) example_project.asgi:application
+	$(PY) -m mcp_transport.serve -b 127.0.0.1 -p $(PORT) example_project.asgi:application
 
 interop-install:
 	bash tests/interop/install.sh

@@ -1,5 +1,5 @@
 """`make bench` / `python -m bench` / `python bench/run.py`: serve the example project under daphne
-and measure it with the bench's own client. Prints one markdown table; writes the figures as
+(`python -m mcp_transport.serve`, or plain daphne with --launcher daphne) and measure it with the bench's own client. Prints one markdown table; writes the figures as
 JSON (test-output/bench.json) and a plot of calls/s against concurrency (if matplotlib is there).
 
     python -m bench                          # everything, SQLite (the embedded default)
@@ -61,6 +61,8 @@ def parse_args(argv=None):
     parser.add_argument("--replay-rows", type=int, help="replay: rows in the big table (default 1000000; quick 100000)")
     parser.add_argument("--replay-repeats", type=int, help="replay: replays measured per table size (default 7)")
     parser.add_argument("--burst-events", type=int, help="burst: notifications (default 10000; quick 2000)")
+    parser.add_argument("--launcher", default="mcp_transport.serve", choices=["mcp_transport.serve", "daphne"],
+                        help="the module daphne runs as (python -m ...)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the server and the client to CPUs")
     parser.add_argument("--json", default=str(OUT_DIR / "bench.json"), help="where to write the figures")
     parser.add_argument("--plot", default=str(OUT_DIR / "bench-calls.png"), help="where to write the plot")
@@ -125,7 +127,7 @@ class Runner:
         self.results: list[dict] = []
 
     def serve(self, transport: dict | None = None) -> BenchServer:
-        return BenchServer(self.dbs, transport, self.server_cpu).start()
+        return BenchServer(self.dbs, transport, self.server_cpu, launcher=self.args.launcher).start()
 
     def finish(self, server: BenchServer, result: dict | list):
         """Stop the server; attach what its log says went wrong."""
@@ -432,7 +434,7 @@ def main(argv=None) -> int:
     results = runner.run()
     meta["seconds"] = round(time.monotonic() - t0, 1)
     meta["loadavg_end"] = os.getloadavg()
-    title = (f"django-mcp-transport {meta['git'] or ''}, {args.db}, "
+    title = (f"django-mcp-transport {meta['git'] or ''}, {args.db}, python -m {args.launcher}, "
              f"{'pinned' if runner.server_cpu is not None else 'not pinned'}, {started:%Y-%m-%d %H:%M} UTC")
     print(f"\n### Bench: {title}\n")
     print(table(results))

@@ -144,10 +144,13 @@ def databases(kind: str):
 
 
 class BenchServer:
-    """`daphne -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with bench.settings."""
+    """`python -m mcp_transport.serve -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with
+    bench.settings (`launcher="daphne"`: plain daphne)."""
 
-    def __init__(self, dbs, transport: dict | None = None, cpu: int | None = None, start_timeout: float = 60):
+    def __init__(self, dbs, transport: dict | None = None, cpu: int | None = None, start_timeout: float = 60,
+                 launcher: str = "mcp_transport.serve"):
         self.dbs = dbs
+        self.launcher = launcher
         self.transport = transport or {}
         self.cpu = cpu
         self.start_timeout = start_timeout
@@ -177,7 +180,7 @@ class BenchServer:
         self.db_env = self.dbs.new()
         fd, self.log_path = tempfile.mkstemp(prefix="mcp-bench-daphne-", suffix=".log")
         self._log = os.fdopen(fd, "wb")
-        command = [sys.executable, "-m", "daphne", "-v", "0", "-b", "127.0.0.1", "-p", str(self.port),
+        command = [sys.executable, "-m", self.launcher, "-v", "0", "-b", "127.0.0.1", "-p", str(self.port),
                    "example_project.asgi:application"]
         if self.cpu is not None:
             command = ["taskset", "-c", str(self.cpu), *command]

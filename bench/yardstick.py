@@ -28,8 +28,9 @@ from bench.run import plot  # noqa: E402
 from bench.server import ROOT, BenchServer, databases  # noqa: E402
 
 ANCHORS = ("py-sse", "py-json", "ts-sse", "ts-json", "raw-daphne", "chan-daphne")
-# Ours: database and answer mode. JSON mode is JSON_RESPONSE=True.
-OURS = ("ours-sqlite-sse", "ours-sqlite-json", "ours-pg-sse", "ours-pg-json")
+# Ours: database and answer mode (JSON mode is JSON_RESPONSE=True), served by `python -m
+# mcp_transport.serve`; "-daphne": by plain daphne.
+OURS = ("ours-sqlite-sse", "ours-sqlite-json", "ours-pg-sse", "ours-pg-json", "ours-sqlite-sse-daphne")
 RESUME_DELAYS = ("0.02", "0.001", "0")
 # The bare baselines answer echo only: no resume scenario for them.
 NO_PROGRESS_TOOL = ("raw-daphne", "chan-daphne")
@@ -73,7 +74,8 @@ class Ours:
         self.name = name
         json_mode = name.endswith("-json")
         self.server = BenchServer(dbs["postgres" if "-pg-" in name else "sqlite"],
-                                  {"JSON_RESPONSE": True} if json_mode else {}, cpu=0)
+                                  {"JSON_RESPONSE": True} if json_mode else {}, cpu=0,
+                                  launcher="daphne" if name.endswith("-daphne") else "mcp_transport.serve")
 
     @property
     def url(self):

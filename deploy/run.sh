@@ -64,7 +64,7 @@ mkdir -p "$RUN_DIR/logs" "$RUN_DIR/tmp"
 chmod 755 "$RUN_DIR"  # nginx's worker processes (user nobody when started as root) use tmp/
 upstreams=()
 for port in $WORKER_PORTS; do
-    "$PYTHON" -m daphne --proxy-headers -b 127.0.0.1 -p "$port" example_project.asgi:application \
+    "$PYTHON" -m mcp_transport.serve --proxy-headers -b 127.0.0.1 -p "$port" example_project.asgi:application \
         >"$RUN_DIR/logs/daphne-$port.log" 2>&1 &
     pids+=($!)
     echo $! >"$RUN_DIR/daphne-$port.pid"

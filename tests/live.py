@@ -57,10 +57,13 @@ class DaphneServer:
     """`daphne example_project.asgi:application` on 127.0.0.1 with MCP_TRANSPORT overrides.
 
     `db`: serve an existing SQLite file (e.g. another, killed, server's `.db`) instead of a
-    fresh copy of the migrated template.
+    fresh copy of the migrated template. `launcher`: the module run with `python -m`, the one the
+    README recommends unless told (plain "daphne" serves the same).
     """
 
-    def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None):
+    def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None,
+                 launcher: str = "mcp_transport.serve"):
+        self.launcher = launcher
         self.transport = transport or {}
         self.extra_env = env or {}
         self.port = free_port()
@@ -85,7 +88,7 @@ class DaphneServer:
         }
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(self.port),
+            [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port),
              "example_project.asgi:application"],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )

@@ -1,0 +1,61 @@
+"""`python -m mcp_transport.serve` (daphne without Twisted's form parsing) and plain daphne.
+
+The rest of the live suite runs under the launcher; these check what it changes and that plain
+daphne, which the README still allows, serves the same endpoint.
+"""
+import subprocess
+import sys
+
+import pytest
+from daphne import http_protocol
+from twisted.internet.testing import StringTransport
+
+from mcp_transport import serve
+
+from .live import ROOT, DaphneServer, MCPClient
+
+
+def test_the_launchers_requests_skip_form_parsing():
+    server = serve.Server(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+    server.connections = {}  # as daphne's run() starts
+    server.http_factory = http_protocol.HTTPFactory(server)  # what daphne's run() assigns
+    assert isinstance(server.http_factory, serve.HTTPFactory)
+    protocol = server.http_factory.buildProtocol(("127.0.0.1", 0))
+    assert protocol.requestFactory is serve.WebRequest
+    protocol.makeConnection(StringTransport())
+    request = protocol.requestFactory(protocol._channel, 0)  # as Twisted's HTTPChannel calls it
+    assert isinstance(request, http_protocol.WebRequest)
+    assert request._parsePOSTFormSubmission is (not serve.FORM_PARSING_SWITCH)
+
+
+def test_the_installed_twisted_has_the_switch():
+    """The requirements pull a Twisted (through daphne) with the switch; if not, the launcher is a no-op."""
+    assert serve.FORM_PARSING_SWITCH
+
+
+def test_the_launcher_takes_daphnes_options():
+    result = subprocess.run([sys.executable, "-m", "mcp_transport.serve", "--help"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "mcp_transport" in result.stdout
+    for option in ("--bind", "--port", "--proxy-headers", "--http-timeout"):
+        assert option in result.stdout
+
+
+@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+def test_both_launchers_serve_calls_and_refuse_form_bodies(launcher):
+    with DaphneServer(launcher=launcher) as server:
+        client = MCPClient(server.url)
+        try:
+            client.initialize()
+            request_id, result = client.call_tool("echo", {"message": "hi"})
+            assert result.messages[-1] == {"jsonrpc": "2.0", "id": request_id,
+                                           "result": {"content": [{"type": "text", "text": "hi"}]}}
+            for content_type, body in [("application/x-www-form-urlencoded", b"a=1&b=2"),
+                                       ("multipart/form-data; boundary=x",
+                                        b'--x\r\nContent-Disposition: form-data; name="a"\r\n\r\n1\r\n--x--\r\n')]:
+                response = client.post_raw(body, {"content-type": content_type})
+                assert response.status_code == 415, response.text
+                assert response.json()["error"]["code"] == -32600
+        finally:
+            client.close()
