@@ -179,9 +179,12 @@ async def calls(url: str, *, concurrency: int = 16, duration: float = 10.0, warm
 # streams
 
 async def _hold(session: MCPSession, conn: Connection, state: dict, timeout: float):
-    """Open the GET stream and read it until it ends; `state` says what happened."""
+    """Open the GET stream (on `conn`, opened here if it is not) and read it until it ends; `state`
+    says what happened."""
     try:
         async with asyncio.timeout(timeout):
+            if not conn.is_open:
+                await conn.open()
             response = await session.open_get(conn)
             if not response.is_sse:
                 raise HTTPError(response.status, b"", "GET (not SSE)")
@@ -218,8 +221,12 @@ async def streams(url: str, *, count: int = 1000, hold: float = 5.0, pid: int | 
     fds_before = procstat.open_fds(pid) if pid else None
 
     opened = await bounded(SETUP_PARALLEL, [open_session(url) for _ in range(count)])
-    sessions = [r for r in opened if not isinstance(r, BaseException)]
     setup_errors = [short(r) for r in opened if isinstance(r, BaseException)]
+    # Each GET on a connection of its own, as an SDK client opens it: the server (Twisted: after
+    # 60 s) may close a keep-alive connection left idle while thousands of others are set up.
+    await asyncio.gather(*(conn.close() for _, conn in (r for r in opened if not isinstance(r, BaseException))))
+    sessions = [(session, session.connection()) for session, _ in
+                (r for r in opened if not isinstance(r, BaseException))]
     await asyncio.sleep(0.5)
     rss["sessions"] = procstat.rss_kb(pid) if pid else None
 

@@ -1,4 +1,5 @@
 """The event store: ids, ordering under concurrent writers, replay, pruning."""
+import json
 import threading
 from datetime import timedelta
 
@@ -6,7 +7,7 @@ import pytest
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_transport.models import Event, Session, Stream
+from mcp_transport.models import Event, Session, Stream, StreamConnection
 from mcp_transport.streams import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -95,11 +96,74 @@ def test_finished_streams_stay_replayable_for_the_retention_only():
         assert store.find_stream("s1", stream_id) is None
 
 
-def test_standalone_stream_is_one_per_session():
+def test_standalone_stream_is_one_per_session(write_path):
     new_session()
+    new_session("s2")
     first = store.standalone_stream("s1")
     second = store.standalone_stream("s1")
-    assert first[0] == second[0] and first[2] is True and second[2] is False
+    assert first == (first[0], 0, True) and second == (first[0], 0, False)
+    assert store.standalone_stream("s2")[0] != first[0]
+    stream = Stream.objects.get(pk=first[0])
+    assert (stream.session_id, stream.kind, stream.status, stream.worker, stream.connected_worker) == (
+        "s1", "standalone", "open", store.WORKER, "")
+    assert store.events_after(first[0], -1) == ([store.StoredEvent(first[0], 0, "priming", "")], "open")
+    log_id = store.connected(first[0], None, "never", 1000)
+    stream.refresh_from_db()
+    assert (stream.connected_worker, stream.disconnect_policy, stream.retry_ms, stream.reconnects) == (
+        store.WORKER, "never", 1000, 0)
+    log = StreamConnection.objects.get(pk=log_id)
+    assert (log.stream_id, log.worker, log.resumed_from, log.closed_at, log.close_reason) == (
+        first[0], store.WORKER, None, None, "")
+
+
+def test_a_resumption_finds_replays_and_records(write_path):
+    """One trip: this session's stream only, the events after the given seq, the connection logged."""
+    new_session()
+    new_session("other")
+    stream_id, _ = store.open_stream("s1", method="tools/call", tool_name="echo", prime=True)
+    store.append(stream_id, ["a", "b"])
+    seen = []
+
+    def describe(stream):
+        seen.append((stream.id, stream.kind, stream.method, stream.tool_name, stream.reconnects))
+        return "after_priming", 250, "mine"
+
+    found = store.resume_stream("s1", stream_id, 1, describe)
+    _, failed, events, status, log_id, described = found
+    assert failed == [] and status == "open" and described == ("after_priming", 250, "mine")
+    assert [(e.seq, e.kind, e.payload) for e in events] == [(2, "message", "b")]
+    assert seen == [(stream_id, "request", "tools/call", "echo", 0)]
+    stream = Stream.objects.get(pk=stream_id)
+    assert (stream.reconnects, stream.connected_worker, stream.disconnect_policy, stream.retry_ms) == (
+        1, store.WORKER, "after_priming", 250)
+    assert StreamConnection.objects.get(pk=log_id).resumed_from == 1
+
+    store.append(stream_id, ["c"], finish=Stream.Status.COMPLETED)
+    _, _, events, status, _, _ = store.resume_stream("s1", stream_id, 2, describe)
+    assert [(e.seq, e.kind) for e in events] == [(3, "final")] and status == "completed"
+    assert store.resume_stream("s1", stream_id, 3, describe)[2] == []
+    assert store.resume_stream("s1", stream_id, 4, describe) is None  # after the last event: not ours
+    assert store.resume_stream("other", stream_id, 0, describe) is None
+    assert store.resume_stream("s1", stream_id + 100, 0, describe) is None
+    for huge in (2**63 - 1, 2**63, 10**40):
+        assert store.resume_stream("s1", huge, 0, describe) is None
+        assert store.resume_stream("s1", stream_id, huge, describe) is None
+    Stream.objects.filter(pk=stream_id).update(finished_at=timezone.now() - timedelta(hours=2))
+    with override_settings(MCP_TRANSPORT={"EVENT_RETENTION_SECONDS": 3600}):
+        assert store.resume_stream("s1", stream_id, 0, describe) is None
+    assert Stream.objects.get(pk=stream_id).reconnects == 3
+
+
+def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
+    new_session()
+    stream_id, _ = store.open_stream("s1", method="tools/call", request_id="7", prime=True)
+    store.append(stream_id, ["p"])
+    Stream.objects.filter(pk=stream_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
+    _, failed, events, status, _, _ = store.resume_stream("s1", stream_id, 0, lambda s: ("never", None, None))
+    assert status == "failed" and [e.seq for e in failed] == [2]
+    assert [(e.seq, e.kind) for e in events] == [(1, "message"), (2, "final")]
+    error = json.loads(events[-1].payload)
+    assert error["id"] == 7 and error["error"]["data"]["reason"] == "worker_lost"
 
 
 def test_sessions_expire_and_terminate():

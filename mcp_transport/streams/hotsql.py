@@ -15,7 +15,7 @@ from functools import lru_cache
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, connections
 
-from ..models import Event, Stream
+from ..models import Event, Stream, StreamConnection
 
 STREAM_COLUMNS = (
     "session", "kind", "method", "tool_name", "request_id", "status", "last_seq", "reconnects", "worker",
@@ -23,9 +23,12 @@ STREAM_COLUMNS = (
     "last_event_at", "finished_at",
 )
 EVENT_COLUMNS = ("stream", "seq", "kind", "payload", "created_at")
+CONNECTION_COLUMNS = ("stream", "worker", "opened_at", "closed_at", "resumed_from", "close_reason")
+# What a resumption needs to know of its stream (the last: whether its request's lease ran out).
+FOUND_COLUMNS = ("kind", "method", "tool_name", "status", "last_seq", "reconnects")
 # Plain strings: a driver may adapt an Enum by its name.
 OPEN = str(Stream.Status.OPEN)
-REQUEST = str(Stream.Kind.REQUEST)
+REQUEST, STANDALONE = str(Stream.Kind.REQUEST), str(Stream.Kind.STANDALONE)
 PRIMING, MESSAGE, FINAL = str(Event.Kind.PRIMING), str(Event.Kind.MESSAGE), str(Event.Kind.FINAL)
 
 
@@ -38,7 +41,11 @@ def _statements(vendor: str) -> dict[str, str]:
     def columns(model, names):
         return ", ".join(quote(model._meta.get_field(name).column) for name in names)
 
+    def values(count):
+        return "(" + ", ".join([mark] * count) + ")"
+
     stream, event = quote(Stream._meta.db_table), quote(Event._meta.db_table)
+    log = quote(StreamConnection._meta.db_table)
     bump = f"UPDATE {stream} SET last_seq = last_seq + {mark}, last_event_at = {mark}"
     where = f" WHERE id = {mark} AND status = {mark} RETURNING last_seq"
     insert_stream = (f"INSERT INTO {stream} ({columns(Stream, STREAM_COLUMNS)}) VALUES "
@@ -49,6 +56,20 @@ def _statements(vendor: str) -> dict[str, str]:
         "event_row": "(" + ", ".join([mark] * len(EVENT_COLUMNS)) + ")",
         "bump": bump + where,
         "bump_finish": bump + f", status = {mark}, finished_at = {mark}" + where,
+        "find_stream": (
+            f"SELECT {columns(Stream, FOUND_COLUMNS)}, CASE WHEN lease_expires_at < {mark} THEN 1 ELSE 0 END "
+            f"FROM {stream} WHERE id = {mark} AND session_id = {mark} AND (finished_at IS NULL OR finished_at >= {mark})"
+        ),
+        "find_standalone": f"SELECT id, last_seq FROM {stream} WHERE session_id = {mark} AND kind = {mark} "
+                           f"ORDER BY id LIMIT 1",
+        "status": f"SELECT status FROM {stream} WHERE id = {mark}",
+        "events_after": f"SELECT seq, kind, payload FROM {event} WHERE stream_id = {mark} AND seq > {mark} ORDER BY seq",
+        "connect": (
+            f"UPDATE {stream} SET connected_worker = {mark}, connected_at = {mark}, disconnect_policy = {mark}, "
+            f"retry_ms = {mark}, reconnects = reconnects + {mark} WHERE id = {mark}"
+        ),
+        "log_connection": f"INSERT INTO {log} ({columns(StreamConnection, CONNECTION_COLUMNS)}) VALUES "
+                          f"{values(len(CONNECTION_COLUMNS))} RETURNING id",
     }
     if vendor == "postgresql":
         # One round trip instead of two: the events go in with the row that numbers them.
@@ -91,6 +112,32 @@ class HotSQL:
         if events:
             self.insert_events([(stream_id, seq, kind, payload, at) for seq, kind, payload in events])
         return stream_id
+
+    def find_stream(self, session_id: str, stream_id: int, cutoff, now) -> tuple | None:
+        """FOUND_COLUMNS and whether its lease ran out, if the stream is this session's and was
+        not finished before `cutoff`."""
+        self.cursor.execute(self.sql["find_stream"], (now, stream_id, session_id, cutoff))
+        return self.cursor.fetchone()
+
+    def find_standalone(self, session_id: str) -> tuple[int, int] | None:
+        self.cursor.execute(self.sql["find_standalone"], (session_id, STANDALONE))
+        return self.cursor.fetchone()
+
+    def status(self, stream_id: int) -> str | None:
+        self.cursor.execute(self.sql["status"], (stream_id,))
+        row = self.cursor.fetchone()
+        return row[0] if row else None
+
+    def events_after(self, stream_id: int, seq: int) -> list[tuple[int, str, str]]:
+        self.cursor.execute(self.sql["events_after"], (stream_id, seq))
+        return self.cursor.fetchall()
+
+    def connect(self, stream_id: int, worker: str, resumed_from: int | None, policy: str, retry_ms, at) -> int:
+        """The stream is held by `worker` from now; its timeline gets a row: -> that row's id."""
+        self.cursor.execute(self.sql["connect"], (worker, at, policy, retry_ms, 0 if resumed_from is None else 1,
+                                                  stream_id))
+        self.cursor.execute(self.sql["log_connection"], (stream_id, worker, at, None, resumed_from, ""))
+        return self.cursor.fetchone()[0]
 
     def insert_events(self, rows: list[tuple]):
         """rows: EVENT_COLUMNS in order, datetimes adapted."""

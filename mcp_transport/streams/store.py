@@ -30,6 +30,7 @@ from .executor import batched
 # This process, as it appears in Stream.worker and in channel-layer group names.
 WORKER = f"{re.sub(r'[^A-Za-z0-9.-]', '-', socket.gethostname())[:40]}-{os.getpid()}-{secrets.token_hex(2)}"
 TOUCH_EVERY = timedelta(seconds=30)
+MAX_ROW_ID = 2**63 - 1  # BigAutoField, SQLite's INTEGER
 
 
 class StoredEvent(NamedTuple):
@@ -237,7 +238,19 @@ def open_request_stream(session_id, *, method="", request_id="", tool_name="", p
 
 def standalone_stream(session_id: str) -> tuple[int, int, bool]:
     """The session's GET stream (created with a priming event if missing) -> (id, last seq, created)."""
-    with transaction.atomic(savepoint=False):
+    db = connections[DEFAULT_DB_ALIAS]
+    with _atomic(db):
+        sql = hotsql.hot(db)
+        if sql is not None:
+            found = sql.find_standalone(session_id)
+            if found is not None:
+                return found[0], found[1], False
+            at = sql.adapt_time(timezone.now())
+            stream_id = sql.open_stream((
+                session_id, hotsql.STANDALONE, "", "", "", hotsql.OPEN, 0, 0, WORKER, None, "", None, "", None,
+                at, None, None,
+            ), [(0, hotsql.PRIMING, "")], at)
+            return stream_id, 0, True
         stream = Stream.objects.filter(session_id=session_id, kind=Stream.Kind.STANDALONE).first()
         if stream is not None:
             return stream.id, stream.last_seq, False
@@ -291,12 +304,15 @@ def finish(stream: int | PendingStream, status: str) -> bool:
 
 def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     """Every stored event after `seq`, in order, and the stream's status read with them."""
-    with transaction.atomic(savepoint=False):
-        status = Stream.objects.filter(pk=stream_id).values_list("status", flat=True).first()
-        rows = (
-            Event.objects.filter(stream_id=stream_id, seq__gt=seq).order_by("seq")
-            .values_list("seq", "kind", "payload")
-        )
+    db = connections[DEFAULT_DB_ALIAS]
+    with _atomic(db):
+        sql = hotsql.hot(db)
+        if sql is not None:
+            status, rows = sql.status(stream_id), sql.events_after(stream_id, seq)
+        else:
+            status = Stream.objects.filter(pk=stream_id).values_list("status", flat=True).first()
+            rows = list(Event.objects.filter(stream_id=stream_id, seq__gt=seq).order_by("seq")
+                        .values_list("seq", "kind", "payload"))
     return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
 
 
@@ -308,16 +324,45 @@ def resume_stream(session_id: str, stream_id: int, seq: int, describe):
     `describe(stream)` -> (policy label, retry ms, anything): recorded with the connection.
     -> (stream, failed events, events after `seq`, status, connection log id, describe's result).
     """
-    with transaction.atomic(savepoint=False):
-        stream = find_stream(session_id, stream_id)
-        if stream is None or seq > stream.last_seq:
+    if stream_id > MAX_ROW_ID:
+        return None  # no such row (and a DB-API driver may refuse the number)
+    now = timezone.now()
+    db = connections[DEFAULT_DB_ALIAS]
+    with _atomic(db):
+        sql = hotsql.hot(db)
+        if sql is None:
+            return _resume_stream_orm(session_id, stream_id, seq, describe)
+        found = sql.find_stream(session_id, stream_id, sql.adapt_time(retention_cutoff(now)), sql.adapt_time(now))
+        if found is None or seq > found[4]:
             return None
-        failed = []
-        if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
-            failed = fail_orphans(stream_id)
-        events, status = events_after(stream_id, seq)
+        stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, found)))
+        lease_expired = found[-1]
+        failed = fail_orphans(stream_id) if lease_expired and stream.status == hotsql.OPEN else []
+        events = [StoredEvent(stream_id, s, k, p) for s, k, p in sql.events_after(stream_id, seq)]
+        status = Stream.Status.FAILED if failed else stream.status
         described = describe(stream)
         log_id = connected(stream_id, seq, described[0], described[1])
+    return stream, failed, events, status, log_id, described
+
+
+def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
+    """A new GET connection holds the stream from here (one trip to the database thread).
+    -> (events after `seq`, status, connection log id)."""
+    with transaction.atomic(savepoint=False):
+        events, status = events_after(stream_id, seq)
+        return events, status, connected(stream_id, None, policy, retry_ms)
+
+
+def _resume_stream_orm(session_id: str, stream_id: int, seq: int, describe):
+    stream = find_stream(session_id, stream_id)
+    if stream is None or seq > stream.last_seq:
+        return None
+    failed = []
+    if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
+        failed = fail_orphans(stream_id)
+    events, status = events_after(stream_id, seq)
+    described = describe(stream)
+    log_id = connected(stream_id, seq, described[0], described[1])
     return stream, failed, events, status, log_id, described
 
 
@@ -351,10 +396,14 @@ def stream_progress(stream_ids) -> dict[int, tuple[int, str]]:
 def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_ms: int | None = None) -> int:
     """A connection (resumption, or a new GET) now holds the stream here: returns its log row id."""
     now = timezone.now()
-    updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
-    if resumed_from is not None:
-        updates["reconnects"] = F("reconnects") + 1
-    with transaction.atomic(savepoint=False):
+    db = connections[DEFAULT_DB_ALIAS]
+    with _atomic(db):
+        sql = hotsql.hot(db)
+        if sql is not None:
+            return sql.connect(stream_id, WORKER, resumed_from, policy[:200], retry_ms, sql.adapt_time(now))
+        updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
+        if resumed_from is not None:
+            updates["reconnects"] = F("reconnects") + 1
         Stream.objects.filter(pk=stream_id).update(**updates)
         return StreamConnection.objects.create(
             stream_id=stream_id, worker=WORKER, opened_at=now, resumed_from=resumed_from
@@ -463,7 +512,7 @@ astandalone_stream = batched(standalone_stream)
 aappend = batched(append)
 aevents_after = batched(events_after)
 aresume_stream = batched(resume_stream)
-aconnected = batched(connected)
+aattach = batched(attach)
 adisconnected = batched(disconnected)
 aheartbeat = batched(heartbeat)
 afail_orphans = batched(fail_orphans)

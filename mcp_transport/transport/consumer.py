@@ -324,11 +324,14 @@ class MCPConsumer(AsyncConsumer):
         if bus.listeners(stream_id):
             raise Rejected(409, "Conflict: this session already has a GET stream open")
         listener = await self.listen(stream_id)
-        events, _ = await store.aevents_after(stream_id, last_seq)
         conn = policies.Connection(stream_id, Stream.Kind.STANDALONE)
         disconnect, retry, label = self.policies_for(session, "")
         retry_ms = retry.retry_ms(conn)
-        self.log_id = await store.aconnected(stream_id, None, label, retry_ms)
+        try:
+            events, _, self.log_id = await store.aattach(stream_id, last_seq, label, retry_ms)
+        except BaseException:
+            self.unlisten(listener)
+            raise
         await self.start_stream(session, listener, conn, events, last_seq, disconnect, retry_ms,
                                 reprime=store.format_event_id(stream_id, last_seq))
 
