@@ -134,14 +134,14 @@ def run(args) -> list[dict]:
                                         "--warmup", "1", label=f"{name} rep={rep}"))
         if "streams" in args.scenarios:
             for name in args.servers:
-                if name.endswith("-json"):  # the same server as its -sse twin, for held GET streams
+                if name.endswith(("-json", "-daphne")):  # the same app as ours-*-sse, for held GET streams
                     continue
                 with target(name) as t:
                     log(f"{name} streams S={args.streams}")
                     record(load(args, t, "streams", "-s", str(args.streams), "--hold", "10", label=name))
         if "resume" in args.scenarios:
             for name in args.servers:
-                if name.endswith("-json") or name in NO_PROGRESS_TOOL:
+                if name.endswith(("-json", "-daphne")) or name in NO_PROGRESS_TOOL:
                     continue
                 with target(name) as t:
                     for delay in RESUME_DELAYS:

@@ -49,11 +49,11 @@ def _statements(vendor: str) -> dict[str, str]:
     bump = f"UPDATE {stream} SET last_seq = last_seq + {mark}, last_event_at = {mark}"
     where = f" WHERE id = {mark} AND status = {mark} RETURNING last_seq"
     insert_stream = (f"INSERT INTO {stream} ({columns(Stream, STREAM_COLUMNS)}) VALUES "
-                     f"({', '.join([mark] * len(STREAM_COLUMNS))}) RETURNING id")
+                     f"{values(len(STREAM_COLUMNS))} RETURNING id")
     statements = {
         "insert_stream": insert_stream,
         "insert_events": f"INSERT INTO {event} ({columns(Event, EVENT_COLUMNS)}) VALUES ",
-        "event_row": "(" + ", ".join([mark] * len(EVENT_COLUMNS)) + ")",
+        "event_row": values(len(EVENT_COLUMNS)),
         "bump": bump + where,
         "bump_finish": bump + f", status = {mark}, finished_at = {mark}" + where,
         "find_stream": (

@@ -333,10 +333,12 @@ def resume_stream(session_id: str, stream_id: int, seq: int, describe):
         if sql is None:
             return _resume_stream_orm(session_id, stream_id, seq, describe)
         found = sql.find_stream(session_id, stream_id, sql.adapt_time(retention_cutoff(now)), sql.adapt_time(now))
-        if found is None or seq > found[4]:
+        if found is None:
             return None
-        stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, found)))
-        lease_expired = found[-1]
+        *columns, lease_expired = found
+        stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, columns)))
+        if seq > stream.last_seq:
+            return None
         failed = fail_orphans(stream_id) if lease_expired and stream.status == hotsql.OPEN else []
         events = [StoredEvent(stream_id, s, k, p) for s, k, p in sql.events_after(stream_id, seq)]
         status = Stream.Status.FAILED if failed else stream.status
