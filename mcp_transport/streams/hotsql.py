@@ -83,6 +83,7 @@ def _statements(vendor: str) -> dict[str, str]:
             f"RETURNING seq"
         )
         statements["pg_row"] = "(%s::integer, %s::text, %s::text)"
+        statements["connect_and_log"] = f"WITH u AS ({statements['connect']}) {statements['log_connection']}"
     return statements
 
 
@@ -134,9 +135,13 @@ class HotSQL:
 
     def connect(self, stream_id: int, worker: str, resumed_from: int | None, policy: str, retry_ms, at) -> int:
         """The stream is held by `worker` from now; its timeline gets a row: -> that row's id."""
-        self.cursor.execute(self.sql["connect"], (worker, at, policy, retry_ms, 0 if resumed_from is None else 1,
-                                                  stream_id))
-        self.cursor.execute(self.sql["log_connection"], (stream_id, worker, at, None, resumed_from, ""))
+        update = (worker, at, policy, retry_ms, 0 if resumed_from is None else 1, stream_id)
+        log = (stream_id, worker, at, None, resumed_from, "")
+        if self.postgres:
+            self.cursor.execute(self.sql["connect_and_log"], update + log)
+        else:
+            self.cursor.execute(self.sql["connect"], update)
+            self.cursor.execute(self.sql["log_connection"], log)
         return self.cursor.fetchone()[0]
 
     def insert_events(self, rows: list[tuple]):
