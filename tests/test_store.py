@@ -265,6 +265,42 @@ async def test_a_pending_streams_writes_queue_behind_its_insert_and_survive_a_ba
     assert await sync_to_async(Stream.objects.count)() == 1
 
 
+async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(write_path, monkeypatch):
+    """The database thread hands adjacent open_request_stream calls to open_request_streams (on
+    PostgreSQL: one pipelined round trip per number of events); each caller gets its own row."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_transport.streams.executor import executor
+
+    runs = []
+
+    def many(calls):
+        runs.append(len(calls))
+        return store.open_request_streams(calls)
+
+    monkeypatch.setattr(store.open_request_stream, "many", many)
+    await sync_to_async(new_session)()
+    shapes = [(True, ["r0"]), (True, ["r1"]), (False, ["r2"]), (False, [])]  # 2, 2, 1 and 0 events
+    pendings = [store.PendingStream() for _ in shapes]
+    futures = [
+        executor.submit(store.open_request_stream, "s1", method="tools/call", request_id=str(i), prime=prime,
+                        pending=pendings[i], writes=[(payloads, Stream.Status.COMPLETED)] if payloads else ())
+        for i, (prime, payloads) in enumerate(shapes)
+    ]
+    results = [await future for future in futures]
+    assert runs == [4]
+    assert len({stream_id for stream_id, _, _ in results}) == 4
+    for i, ((prime, payloads), (stream_id, priming, stored)) in enumerate(zip(shapes, results)):
+        assert pendings[i].id == stream_id
+        assert priming == (store.StoredEvent(stream_id, 0, "priming", "") if prime else None)
+        assert stored == ([[store.StoredEvent(stream_id, 1, "final", payloads[0])]] if payloads else [])
+        stream = await sync_to_async(Stream.objects.get)(pk=stream_id)
+        assert (stream.request_id, stream.status, stream.last_seq) == (
+            str(i), "completed" if payloads else "open", len(payloads))
+        events, _ = await store.aevents_after(stream_id, -1)
+        assert [(e.seq, e.payload) for e in events] == [(0, "")] * prime + [(1, p) for p in payloads]
+
+
 def test_writes_made_before_the_insert_are_stored_with_it(write_path):
     """A quick request's answer is written with its stream: numbered after the priming event,
     the finishing write ends the stream, and nothing after it is stored."""

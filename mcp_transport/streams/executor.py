@@ -1,7 +1,8 @@
 """One database thread per process, fed in batches: group commit for the event store.
 
 Every store operation is a sync function. Callers on the event loop queue it and await
-its result; the thread runs everything queued so far in one transaction, in order. Under
+its result; the thread runs everything queued so far in one transaction, in order (a run of
+calls to a function with a `many` twin, such as opening request streams, as one call). Under
 load one commit (and one thread hop) serves many calls, which is what lets every event be
 stored before it is sent and still be fast. If an operation fails, the batch is rolled
 back and each operation re-run alone, so one failure never leaks into another's result.
@@ -101,6 +102,22 @@ def _check_connection():
         connection.close_if_unusable_or_obsolete()
 
 
+def _runs(batch):
+    """The batch in order, a run of calls to a function with a `many` twin as one call to it."""
+    i = 0
+    while i < len(batch):
+        fn, args, kwargs, _ = batch[i]
+        j = i + 1
+        if getattr(fn, "many", None) is not None:
+            while j < len(batch) and batch[j][0] is fn:
+                j += 1
+        if j - i > 1:
+            yield from fn.many([(args, kwargs) for _, args, kwargs, _ in batch[i:j]])
+        else:
+            yield fn(*args, **kwargs)
+        i = j
+
+
 def _run_batch(batch):
     _check_connection()
     if len(batch) == 1:
@@ -108,7 +125,7 @@ def _run_batch(batch):
         return [_run_one(fn, args, kwargs)]
     try:
         with transaction.atomic():
-            return [(True, fn(*args, **kwargs)) for fn, args, kwargs, _ in batch]
+            return [(True, result) for result in _runs(batch)]
     except Exception:
         close_old_connections()
         return [_run_one(fn, args, kwargs) for fn, args, kwargs, _ in batch]

@@ -114,6 +114,31 @@ class HotSQL:
             self.insert_events([(stream_id, seq, kind, payload, at) for seq, kind, payload in events])
         return stream_id
 
+    def open_streams(self, streams: list[tuple[tuple, list[tuple]]], at) -> list[int]:
+        """open_stream for several streams. On PostgreSQL, those with the same number of events
+        go in one executemany: psycopg pipelines the statements, one round trip for all."""
+        if not self.postgres or len(streams) == 1:
+            return [self.open_stream(values, events, at) for values, events in streams]
+        ids: list[int | None] = [None] * len(streams)
+        groups: dict[int, list[int]] = {}
+        for i, (_, events) in enumerate(streams):
+            groups.setdefault(len(events), []).append(i)
+        for count, indexes in groups.items():
+            if not count or len(indexes) == 1:
+                for i in indexes:
+                    ids[i] = self.open_stream(*streams[i], at)
+                continue
+            rows = ", ".join([self.sql["pg_row"]] * count)
+            self.cursor.executemany(
+                self.sql["open_with_events"].format(rows=rows),
+                [[*streams[i][0], at, *(value for event in streams[i][1] for value in event)] for i in indexes],
+                returning=True,
+            )
+            for i in indexes:
+                ids[i] = self.cursor.fetchone()[0]
+                self.cursor.nextset()
+        return ids
+
     def find_stream(self, session_id: str, stream_id: int, cutoff, now) -> tuple | None:
         """FOUND_COLUMNS and whether its lease ran out, if the stream is this session's and was
         not finished before `cutoff`."""

@@ -190,48 +190,77 @@ def open_request_stream(session_id, *, method="", request_id="", tool_name="", p
     `writes`: (payloads, finish) the request made while this INSERT waited in the queue (a quick
     request's whole answer), stored with it. -> (stream id, priming event or None, events per write).
     """
-    if pending is not None:
-        pending.id = None  # a batch rolled back and re-run: only the last INSERT counts
+    return open_request_streams([((session_id,), dict(method=method, request_id=request_id, tool_name=tool_name,
+                                                      prime=prime, policy=policy, retry_ms=retry_ms,
+                                                      pending=pending, writes=writes))])[0]
+
+
+def open_request_streams(calls: list[tuple[tuple, dict]]) -> list[tuple]:
+    """open_request_stream for several requests (the database thread merges a run of them): on
+    PostgreSQL their statements go to the server in one round trip."""
     now = timezone.now()
     lease = now + timedelta(seconds=mcp_settings.LEASE_SECONDS)
     db = connections[DEFAULT_DB_ALIAS]
     with _atomic(db):
         sql = hotsql.hot(db)
-        if sql is not None:
-            at = sql.adapt_time(now)
+        if sql is None:
+            return [_open_request_stream_orm(*args, now=now, lease=lease, **kwargs) for args, kwargs in calls]
+        at = sql.adapt_time(now)
+        opened = []
+        for (session_id,), kwargs in calls:
+            if kwargs.get("pending") is not None:
+                kwargs["pending"].id = None  # a batch rolled back and re-run: only the last INSERT counts
+            tool_name, writes = kwargs.get("tool_name", ""), kwargs.get("writes", ())
             # The id is not known before the INSERT: events are numbered with 0 and re-made below.
             stored, finished = _early_events(0, writes)
             last = sum(len(events) for events in stored)
-            events = [(0, hotsql.PRIMING, "")] if prime else []
+            events = [(0, hotsql.PRIMING, "")] if kwargs.get("prime") else []
             events += [(e.seq, e.kind, e.payload) for batch in stored for e in batch]
-            stream_id = sql.open_stream((
-                session_id, hotsql.REQUEST, method, tool_name[:200], request_id, str(finished or hotsql.OPEN),
-                last, 0, WORKER, sql.adapt_time(lease), WORKER, at, policy[:200], retry_ms, at,
-                at if last else None, at if finished else None,
-            ), events, at)
-            stored = [[e._replace(stream_id=stream_id) for e in batch] for batch in stored]
-        else:
-            stream = Stream.objects.create(
-                session_id=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
-                request_id=request_id, worker=WORKER, lease_expires_at=lease, connected_worker=WORKER,
-                connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
+            values = (
+                session_id, hotsql.REQUEST, kwargs.get("method", ""), tool_name[:200], kwargs.get("request_id", ""),
+                str(finished or hotsql.OPEN), last, 0, WORKER, sql.adapt_time(lease), WORKER, at,
+                kwargs.get("policy", "")[:200], kwargs.get("retry_ms"), at, at if last else None,
+                at if finished else None,
             )
-            stream_id = stream.id
-            stored, finished = _early_events(stream_id, writes)
-            events = [e for batch in stored for e in batch]
-            if events or finished:
-                Stream.objects.filter(pk=stream_id).update(
-                    last_seq=len(events), last_event_at=now if events else None,
-                    status=finished or Stream.Status.OPEN, finished_at=now if finished else None,
-                )
-            Event.objects.bulk_create(
-                ([Event(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)]
-                 if prime else [])
-                + [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
-                   for e in events]
-            )
-        if pending is not None:
-            pending.id = stream_id
+            opened.append((values, events, stored, kwargs))
+        ids = sql.open_streams([(values, events) for values, events, _, _ in opened], at)
+        results = []
+        for stream_id, (_, _, stored, kwargs) in zip(ids, opened):
+            if kwargs.get("pending") is not None:
+                kwargs["pending"].id = stream_id
+            priming = StoredEvent(stream_id, 0, hotsql.PRIMING, "") if kwargs.get("prime") else None
+            results.append((stream_id, priming, [[e._replace(stream_id=stream_id) for e in batch] for batch in stored]))
+        return results
+
+
+open_request_stream.many = open_request_streams
+
+
+def _open_request_stream_orm(session_id, *, now, lease, method="", request_id="", tool_name="", prime=False,
+                             policy="", retry_ms=None, pending: PendingStream | None = None, writes=()):
+    if pending is not None:
+        pending.id = None
+    stream = Stream.objects.create(
+        session_id=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
+        request_id=request_id, worker=WORKER, lease_expires_at=lease, connected_worker=WORKER,
+        connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
+    )
+    stream_id = stream.id
+    stored, finished = _early_events(stream_id, writes)
+    events = [e for batch in stored for e in batch]
+    if events or finished:
+        Stream.objects.filter(pk=stream_id).update(
+            last_seq=len(events), last_event_at=now if events else None,
+            status=finished or Stream.Status.OPEN, finished_at=now if finished else None,
+        )
+    Event.objects.bulk_create(
+        ([Event(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)]
+         if prime else [])
+        + [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
+           for e in events]
+    )
+    if pending is not None:
+        pending.id = stream_id
     priming = StoredEvent(stream_id, 0, hotsql.PRIMING, "") if prime else None
     return stream_id, priming, stored
 
