@@ -301,6 +301,21 @@ async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(wr
         assert [(e.seq, e.payload) for e in events] == [(0, "")] * prime + [(1, p) for p in payloads]
 
 
+async def test_a_function_with_its_own_transaction_runs_alone_without_one():
+    """Resumptions and replays open a transaction only where they need one (on PostgreSQL: none,
+    two round trips fewer); every other call alone in its batch gets one."""
+    from django.db import connection
+
+    from mcp_transport.streams.executor import executor
+
+    def in_transaction():
+        return connection.in_atomic_block
+
+    assert await executor.run(in_transaction) is True
+    assert await executor.run(store.own_transaction(in_transaction)) is False
+    assert all(getattr(fn, "own_transaction", False) for fn in (store.resume_stream, store.attach, store.events_after))
+
+
 def test_writes_made_before_the_insert_are_stored_with_it(write_path):
     """A quick request's answer is written with its stream: numbered after the priming event,
     the finishing write ends the stream, and nothing after it is stored."""

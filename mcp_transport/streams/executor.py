@@ -81,6 +81,8 @@ class BatchExecutor:
 
 def _run_one(fn, args, kwargs):
     try:
+        if getattr(fn, "own_transaction", False):
+            return True, fn(*args, **kwargs)
         with transaction.atomic():
             return True, fn(*args, **kwargs)
     except Exception as exc:

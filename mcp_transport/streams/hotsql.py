@@ -38,8 +38,8 @@ def _statements(vendor: str) -> dict[str, str]:
     mark = "?" if vendor == "sqlite" else "%s"
     quote = db.ops.quote_name
 
-    def columns(model, names):
-        return ", ".join(quote(model._meta.get_field(name).column) for name in names)
+    def columns(model, names, alias=""):
+        return ", ".join(alias + quote(model._meta.get_field(name).column) for name in names)
 
     def values(count):
         return "(" + ", ".join([mark] * count) + ")"
@@ -56,9 +56,11 @@ def _statements(vendor: str) -> dict[str, str]:
         "event_row": values(len(EVENT_COLUMNS)),
         "bump": bump + where,
         "bump_finish": bump + f", status = {mark}, finished_at = {mark}" + where,
-        "find_stream": (
-            f"SELECT {columns(Stream, FOUND_COLUMNS)}, CASE WHEN lease_expires_at < {mark} THEN 1 ELSE 0 END "
-            f"FROM {stream} WHERE id = {mark} AND session_id = {mark} AND (finished_at IS NULL OR finished_at >= {mark})"
+        "find_and_replay": (
+            f"SELECT {columns(Stream, FOUND_COLUMNS, 's.')}, CASE WHEN s.lease_expires_at < {mark} THEN 1 ELSE 0 END, "
+            f"e.seq, e.kind, e.payload FROM {stream} s LEFT JOIN {event} e ON e.stream_id = s.id AND e.seq > {mark} "
+            f"WHERE s.id = {mark} AND s.session_id = {mark} AND (s.finished_at IS NULL OR s.finished_at >= {mark}) "
+            f"ORDER BY e.seq"
         ),
         "find_standalone": f"SELECT id, last_seq FROM {stream} WHERE session_id = {mark} AND kind = {mark} "
                            f"ORDER BY id LIMIT 1",
@@ -139,11 +141,15 @@ class HotSQL:
                 self.cursor.nextset()
         return ids
 
-    def find_stream(self, session_id: str, stream_id: int, cutoff, now) -> tuple | None:
-        """FOUND_COLUMNS and whether its lease ran out, if the stream is this session's and was
-        not finished before `cutoff`."""
-        self.cursor.execute(self.sql["find_stream"], (now, stream_id, session_id, cutoff))
-        return self.cursor.fetchone()
+    def find_and_replay(self, session_id: str, stream_id: int, seq: int, cutoff, now):
+        """If the stream is this session's and was not finished before `cutoff`: (FOUND_COLUMNS and
+        whether its lease ran out, its events after `seq` as (seq, kind, payload)), in one statement."""
+        self.cursor.execute(self.sql["find_and_replay"], (now, seq, stream_id, session_id, cutoff))
+        rows = self.cursor.fetchall()
+        if not rows:
+            return None
+        width = len(FOUND_COLUMNS) + 1
+        return rows[0][:width], [row[width:] for row in rows if row[width] is not None]
 
     def find_standalone(self, session_id: str) -> tuple[int, int] | None:
         self.cursor.execute(self.sql["find_standalone"], (session_id, STANDALONE))

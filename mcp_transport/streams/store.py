@@ -153,9 +153,18 @@ def _lease():
     return timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
 
 
-def _atomic(db):
-    """The batch's transaction when there is one (the database thread's), else a new one."""
-    return nullcontext() if db.in_atomic_block else transaction.atomic(savepoint=False)
+def _atomic(db, needed=True):
+    """The batch's transaction when there is one (the database thread's), else a new one if
+    `needed`. On PostgreSQL (READ COMMITTED) reads and single statements need none: without
+    one, they save the round trips of BEGIN and COMMIT."""
+    return nullcontext() if db.in_atomic_block or not needed else transaction.atomic(savepoint=False)
+
+
+def own_transaction(fn):
+    """The database thread runs `fn`, when it is alone in its batch, without a transaction
+    around it: `fn` opens one where it needs one."""
+    fn.own_transaction = True
+    return fn
 
 
 def open_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
@@ -331,11 +340,12 @@ def finish(stream: int | PendingStream, status: str) -> bool:
     return bool(streams.update(status=status, finished_at=timezone.now()))
 
 
+@own_transaction
 def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     """Every stored event after `seq`, in order, and the stream's status read with them."""
     db = connections[DEFAULT_DB_ALIAS]
-    with _atomic(db):
-        sql = hotsql.hot(db)
+    sql = hotsql.hot(db)
+    with _atomic(db, needed=sql is None or not sql.postgres):
         if sql is not None:
             status, rows = sql.status(stream_id), sql.events_after(stream_id, seq)
         else:
@@ -345,6 +355,7 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     return [StoredEvent(stream_id, s, k, p) for s, k, p in rows], status or Stream.Status.CANCELLED
 
 
+@own_transaction
 def resume_stream(session_id: str, stream_id: int, seq: int, describe):
     """A client resuming after event `seq`, in one trip to the database thread.
 
@@ -353,33 +364,41 @@ def resume_stream(session_id: str, stream_id: int, seq: int, describe):
     `describe(stream)` -> (policy label, retry ms, anything): recorded with the connection.
     -> (stream, failed events, events after `seq`, status, connection log id, describe's result).
     """
-    if stream_id > MAX_ROW_ID:
-        return None  # no such row (and a DB-API driver may refuse the number)
+    if stream_id > MAX_ROW_ID or seq > MAX_ROW_ID:
+        return None  # no such row or event (and a DB-API driver may refuse the number)
     now = timezone.now()
     db = connections[DEFAULT_DB_ALIAS]
-    with _atomic(db):
-        sql = hotsql.hot(db)
-        if sql is None:
+    sql = hotsql.hot(db)
+    if sql is None:
+        with _atomic(db):
             return _resume_stream_orm(session_id, stream_id, seq, describe)
-        found = sql.find_stream(session_id, stream_id, sql.adapt_time(retention_cutoff(now)), sql.adapt_time(now))
+    # PostgreSQL: two statements, no transaction (the fail_orphans path opens its own).
+    with _atomic(db, needed=not sql.postgres):
+        found = sql.find_and_replay(session_id, stream_id, seq, sql.adapt_time(retention_cutoff(now)),
+                                    sql.adapt_time(now))
         if found is None:
             return None
-        *columns, lease_expired = found
+        (*columns, lease_expired), rows = found
         stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, columns)))
         if seq > stream.last_seq:
             return None
         failed = fail_orphans(stream_id) if lease_expired and stream.status == hotsql.OPEN else []
-        events = [StoredEvent(stream_id, s, k, p) for s, k, p in sql.events_after(stream_id, seq)]
+        if failed:
+            rows = sql.events_after(stream_id, seq)
+        events = [StoredEvent(stream_id, s, k, p) for s, k, p in rows]
         status = Stream.Status.FAILED if failed else stream.status
         described = describe(stream)
         log_id = connected(stream_id, seq, described[0], described[1])
     return stream, failed, events, status, log_id, described
 
 
+@own_transaction
 def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
     """A new GET connection holds the stream from here (one trip to the database thread).
     -> (events after `seq`, status, connection log id)."""
-    with transaction.atomic(savepoint=False):
+    db = connections[DEFAULT_DB_ALIAS]
+    sql = hotsql.hot(db)
+    with _atomic(db, needed=sql is None or not sql.postgres):
         events, status = events_after(stream_id, seq)
         return events, status, connected(stream_id, None, policy, retry_ms)
 
@@ -428,8 +447,8 @@ def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_
     """A connection (resumption, or a new GET) now holds the stream here: returns its log row id."""
     now = timezone.now()
     db = connections[DEFAULT_DB_ALIAS]
-    with _atomic(db):
-        sql = hotsql.hot(db)
+    sql = hotsql.hot(db)
+    with _atomic(db, needed=sql is None or not sql.postgres):  # PostgreSQL: one statement
         if sql is not None:
             return sql.connect(stream_id, WORKER, resumed_from, policy[:200], retry_ms, sql.adapt_time(now))
         updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
