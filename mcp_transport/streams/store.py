@@ -153,11 +153,13 @@ def _lease():
     return timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
 
 
-def _atomic(db, needed=True):
-    """The batch's transaction when there is one (the database thread's), else a new one if
-    `needed`. On PostgreSQL (READ COMMITTED) reads and single statements need none: without
-    one, they save the round trips of BEGIN and COMMIT."""
-    return nullcontext() if db.in_atomic_block or not needed else transaction.atomic(savepoint=False)
+def _atomic(db, reads=False):
+    """The batch's transaction when there is one (the database thread's), else a new one; but
+    none on PostgreSQL for `reads` (reads and single-statement writes): under READ COMMITTED a
+    transaction gives them nothing, and BEGIN and COMMIT would be two more round trips."""
+    if db.in_atomic_block or (reads and db.vendor == "postgresql"):
+        return nullcontext()
+    return transaction.atomic(savepoint=False)
 
 
 def own_transaction(fn):
@@ -345,7 +347,7 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     """Every stored event after `seq`, in order, and the stream's status read with them."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    with _atomic(db, needed=sql is None or not sql.postgres):
+    with _atomic(db, reads=True):
         if sql is not None:
             status, rows = sql.status(stream_id), sql.events_after(stream_id, seq)
         else:
@@ -372,8 +374,7 @@ def resume_stream(session_id: str, stream_id: int, seq: int, describe):
     if sql is None:
         with _atomic(db):
             return _resume_stream_orm(session_id, stream_id, seq, describe)
-    # PostgreSQL: two statements, no transaction (the fail_orphans path opens its own).
-    with _atomic(db, needed=not sql.postgres):
+    with _atomic(db, reads=True):  # a failing orphan's append opens its own
         found = sql.find_and_replay(session_id, stream_id, seq, sql.adapt_time(retention_cutoff(now)),
                                     sql.adapt_time(now))
         if found is None:
@@ -398,7 +399,7 @@ def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
     -> (events after `seq`, status, connection log id)."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    with _atomic(db, needed=sql is None or not sql.postgres):
+    with _atomic(db, reads=True):
         events, status = events_after(stream_id, seq)
         return events, status, connected(stream_id, None, policy, retry_ms)
 
@@ -448,7 +449,7 @@ def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_
     now = timezone.now()
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    with _atomic(db, needed=sql is None or not sql.postgres):  # PostgreSQL: one statement
+    with _atomic(db, reads=True):
         if sql is not None:
             return sql.connect(stream_id, WORKER, resumed_from, policy[:200], retry_ms, sql.adapt_time(now))
         updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
