@@ -2,10 +2,10 @@
 
 Twisted's HTTP request parses the Content-Type of every POST (with the `email` package) to
 decode HTML form bodies into `request.args`, which daphne never reads: it hands the raw body to
-the application. On an MCP endpoint that parse costs 10-25 % of the server's CPU per call
-(BENCHMARKS.md), and a multipart body is decoded in memory before the application can refuse
-it. This launcher builds daphne's requests with that parsing off (Twisted has the switch since
-25.5; on older Twisted this is plain daphne). Everything else is daphne's own code.
+the application. On an MCP endpoint that parse cost 7-27 % of the server's CPU per call in
+A/B runs (BENCHMARKS.md), and a multipart body is decoded in memory before the application
+can refuse it. This launcher builds daphne's requests with that parsing off (Twisted has the
+switch since 25.5; on older Twisted this is plain daphne). Everything else is daphne's own code.
 """
 from __future__ import annotations
 

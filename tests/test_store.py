@@ -266,7 +266,7 @@ async def test_a_pending_streams_writes_queue_behind_its_insert_and_survive_a_ba
 
 
 async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(write_path, monkeypatch):
-    """The database thread hands adjacent open_request_stream calls to open_request_streams (on
+    """The database thread hands adjacent open_request_stream calls to its `many` twin (on
     PostgreSQL: one pipelined round trip per number of events); each caller gets its own row."""
     from asgiref.sync import sync_to_async
 
@@ -274,11 +274,13 @@ async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(wr
 
     runs = []
 
-    def many(calls):
-        runs.append(len(calls))
-        return store.open_request_streams(calls)
+    many = store.open_request_stream.many
 
-    monkeypatch.setattr(store.open_request_stream, "many", many)
+    def counted(calls):
+        runs.append(len(calls))
+        return many(calls)
+
+    monkeypatch.setattr(store.open_request_stream, "many", counted)
     await sync_to_async(new_session)()
     shapes = [(True, ["r0"]), (True, ["r1"]), (False, ["r2"]), (False, [])]  # 2, 2, 1 and 0 events
     pendings = [store.PendingStream() for _ in shapes]

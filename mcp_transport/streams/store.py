@@ -194,6 +194,20 @@ def _early_events(stream_id: int, writes) -> tuple[list[list[StoredEvent]], str 
     return stored, finished
 
 
+class NewRequestStream(NamedTuple):
+    """What open_request_stream is asked for (its arguments, defaults included)."""
+
+    session_id: str
+    method: str = ""
+    request_id: str = ""
+    tool_name: str = ""
+    prime: bool = False
+    policy: str = ""
+    retry_ms: int | None = None
+    pending: PendingStream | None = None
+    writes: tuple | list = ()
+
+
 def open_request_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
                         retry_ms=None, pending: PendingStream | None = None, writes=()):
     """A new request stream, run and held by this worker, with its priming event (seq 0) if due.
@@ -201,63 +215,65 @@ def open_request_stream(session_id, *, method="", request_id="", tool_name="", p
     `writes`: (payloads, finish) the request made while this INSERT waited in the queue (a quick
     request's whole answer), stored with it. -> (stream id, priming event or None, events per write).
     """
-    return open_request_streams([((session_id,), dict(method=method, request_id=request_id, tool_name=tool_name,
-                                                      prime=prime, policy=policy, retry_ms=retry_ms,
-                                                      pending=pending, writes=writes))])[0]
+    return _open_request_streams([NewRequestStream(session_id, method, request_id, tool_name, prime, policy,
+                                                   retry_ms, pending, writes)])[0]
 
 
-def open_request_streams(calls: list[tuple[tuple, dict]]) -> list[tuple]:
-    """open_request_stream for several requests (the database thread merges a run of them): on
-    PostgreSQL their statements go to the server in one round trip."""
+def _open_request_streams(requests: list[NewRequestStream]) -> list[tuple]:
+    """open_request_stream for several requests: on PostgreSQL their statements go to the server
+    in one round trip."""
     now = timezone.now()
     lease = now + timedelta(seconds=mcp_settings.LEASE_SECONDS)
     db = connections[DEFAULT_DB_ALIAS]
     with _atomic(db):
+        for request in requests:
+            if request.pending is not None:
+                request.pending.id = None  # a batch rolled back and re-run: only the last INSERT counts
         sql = hotsql.hot(db)
         if sql is None:
-            return [_open_request_stream_orm(*args, now=now, lease=lease, **kwargs) for args, kwargs in calls]
-        at = sql.adapt_time(now)
-        opened = []
-        for (session_id,), kwargs in calls:
-            if kwargs.get("pending") is not None:
-                kwargs["pending"].id = None  # a batch rolled back and re-run: only the last INSERT counts
-            tool_name, writes = kwargs.get("tool_name", ""), kwargs.get("writes", ())
-            # The id is not known before the INSERT: events are numbered with 0 and re-made below.
-            stored, finished = _early_events(0, writes)
-            last = sum(len(events) for events in stored)
-            events = [(0, hotsql.PRIMING, "")] if kwargs.get("prime") else []
-            events += [(e.seq, e.kind, e.payload) for batch in stored for e in batch]
-            values = (
-                session_id, hotsql.REQUEST, kwargs.get("method", ""), tool_name[:200], kwargs.get("request_id", ""),
-                str(finished or hotsql.OPEN), last, 0, WORKER, sql.adapt_time(lease), WORKER, at,
-                kwargs.get("policy", "")[:200], kwargs.get("retry_ms"), at, at if last else None,
-                at if finished else None,
-            )
-            opened.append((values, events, stored, kwargs))
-        ids = sql.open_streams([(values, events) for values, events, _, _ in opened], at)
-        results = []
-        for stream_id, (_, _, stored, kwargs) in zip(ids, opened):
-            if kwargs.get("pending") is not None:
-                kwargs["pending"].id = stream_id
-            priming = StoredEvent(stream_id, 0, hotsql.PRIMING, "") if kwargs.get("prime") else None
-            results.append((stream_id, priming, [[e._replace(stream_id=stream_id) for e in batch] for batch in stored]))
-        return results
+            results = [_open_request_stream_orm(request, now, lease) for request in requests]
+        else:
+            results = _open_request_streams_sql(sql, requests, now, lease)
+        for request, (stream_id, _, _) in zip(requests, results):
+            if request.pending is not None:
+                request.pending.id = stream_id
+    return results
 
 
-open_request_stream.many = open_request_streams
+# The database thread hands a run of open_request_stream calls in one batch to this.
+open_request_stream.many = lambda calls: _open_request_streams([NewRequestStream(*a, **k) for a, k in calls])
 
 
-def _open_request_stream_orm(session_id, *, now, lease, method="", request_id="", tool_name="", prime=False,
-                             policy="", retry_ms=None, pending: PendingStream | None = None, writes=()):
-    if pending is not None:
-        pending.id = None
+def _open_request_streams_sql(sql: hotsql.HotSQL, requests: list[NewRequestStream], now, lease) -> list[tuple]:
+    at, lease = sql.adapt_time(now), sql.adapt_time(lease)
+    rows, early = [], []
+    for r in requests:
+        # The id is not known before the INSERT: events are numbered with 0 and re-made below.
+        stored, finished = _early_events(0, r.writes)
+        last = sum(len(events) for events in stored)
+        events = [(0, hotsql.PRIMING, "")] if r.prime else []
+        events += [(e.seq, e.kind, e.payload) for batch in stored for e in batch]
+        rows.append(((
+            r.session_id, hotsql.REQUEST, r.method, r.tool_name[:200], r.request_id, str(finished or hotsql.OPEN),
+            last, 0, WORKER, lease, WORKER, at, r.policy[:200], r.retry_ms, at, at if last else None,
+            at if finished else None,
+        ), events))
+        early.append(stored)
+    return [
+        (stream_id, StoredEvent(stream_id, 0, hotsql.PRIMING, "") if r.prime else None,
+         [[e._replace(stream_id=stream_id) for e in batch] for batch in stored])
+        for stream_id, r, stored in zip(sql.open_streams(rows, at), requests, early)
+    ]
+
+
+def _open_request_stream_orm(r: NewRequestStream, now, lease) -> tuple:
     stream = Stream.objects.create(
-        session_id=session_id, kind=Stream.Kind.REQUEST, method=method, tool_name=tool_name[:200],
-        request_id=request_id, worker=WORKER, lease_expires_at=lease, connected_worker=WORKER,
-        connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms, created_at=now,
+        session_id=r.session_id, kind=Stream.Kind.REQUEST, method=r.method, tool_name=r.tool_name[:200],
+        request_id=r.request_id, worker=WORKER, lease_expires_at=lease, connected_worker=WORKER,
+        connected_at=now, disconnect_policy=r.policy[:200], retry_ms=r.retry_ms, created_at=now,
     )
     stream_id = stream.id
-    stored, finished = _early_events(stream_id, writes)
+    stored, finished = _early_events(stream_id, r.writes)
     events = [e for batch in stored for e in batch]
     if events or finished:
         Stream.objects.filter(pk=stream_id).update(
@@ -266,13 +282,11 @@ def _open_request_stream_orm(session_id, *, now, lease, method="", request_id=""
         )
     Event.objects.bulk_create(
         ([Event(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)]
-         if prime else [])
+         if r.prime else [])
         + [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
            for e in events]
     )
-    if pending is not None:
-        pending.id = stream_id
-    priming = StoredEvent(stream_id, 0, hotsql.PRIMING, "") if prime else None
+    priming = StoredEvent(stream_id, 0, hotsql.PRIMING, "") if r.prime else None
     return stream_id, priming, stored
 
 
@@ -368,53 +382,52 @@ def resume_stream(session_id: str, stream_id: int, seq: int, describe):
     """
     if stream_id > MAX_ROW_ID or seq > MAX_ROW_ID:
         return None  # no such row or event (and a DB-API driver may refuse the number)
-    now = timezone.now()
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    if sql is None:
-        with _atomic(db):
-            return _resume_stream_orm(session_id, stream_id, seq, describe)
     with _atomic(db, reads=True):  # a failing orphan's append opens its own
-        found = sql.find_and_replay(session_id, stream_id, seq, sql.adapt_time(retention_cutoff(now)),
-                                    sql.adapt_time(now))
+        found = _replay_sql(sql, session_id, stream_id, seq) if sql else _replay_orm(session_id, stream_id, seq)
         if found is None:
             return None
-        (*columns, lease_expired), rows = found
-        stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, columns)))
-        if seq > stream.last_seq:
-            return None
-        failed = fail_orphans(stream_id) if lease_expired and stream.status == hotsql.OPEN else []
-        if failed:
-            rows = sql.events_after(stream_id, seq)
-        events = [StoredEvent(stream_id, s, k, p) for s, k, p in rows]
-        status = Stream.Status.FAILED if failed else stream.status
+        stream, failed, events, status = found
         described = describe(stream)
         log_id = connected(stream_id, seq, described[0], described[1])
     return stream, failed, events, status, log_id, described
 
 
-@own_transaction
-def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
-    """A new GET connection holds the stream from here (one trip to the database thread).
-    -> (events after `seq`, status, connection log id)."""
-    db = connections[DEFAULT_DB_ALIAS]
-    sql = hotsql.hot(db)
-    with _atomic(db, reads=True):
-        events, status = events_after(stream_id, seq)
-        return events, status, connected(stream_id, None, policy, retry_ms)
+def _replay_sql(sql: hotsql.HotSQL, session_id: str, stream_id: int, seq: int):
+    now = timezone.now()
+    found = sql.find_and_replay(session_id, stream_id, seq, sql.adapt_time(retention_cutoff(now)),
+                                sql.adapt_time(now))
+    if found is None:
+        return None
+    (*columns, lease_expired), rows = found
+    stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, columns)))
+    if seq > stream.last_seq:
+        return None
+    failed = fail_orphans(stream_id) if lease_expired and stream.status == hotsql.OPEN else []
+    if failed:
+        rows = sql.events_after(stream_id, seq)
+    events = [StoredEvent(stream_id, s, k, p) for s, k, p in rows]
+    return stream, failed, events, Stream.Status.FAILED if failed else stream.status
 
 
-def _resume_stream_orm(session_id: str, stream_id: int, seq: int, describe):
+def _replay_orm(session_id: str, stream_id: int, seq: int):
     stream = find_stream(session_id, stream_id)
     if stream is None or seq > stream.last_seq:
         return None
     failed = []
     if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
         failed = fail_orphans(stream_id)
-    events, status = events_after(stream_id, seq)
-    described = describe(stream)
-    log_id = connected(stream_id, seq, described[0], described[1])
-    return stream, failed, events, status, log_id, described
+    return stream, failed, *events_after(stream_id, seq)
+
+
+@own_transaction
+def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
+    """A new GET connection holds the stream from here (one trip to the database thread).
+    -> (events after `seq`, status, connection log id)."""
+    with _atomic(connections[DEFAULT_DB_ALIAS], reads=True):
+        events, status = events_after(stream_id, seq)
+        return events, status, connected(stream_id, None, policy, retry_ms)
 
 
 def request_worker(session_id: str, request_key: str) -> str | None:
