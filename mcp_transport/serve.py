@@ -1,20 +1,41 @@
-"""`python -m mcp_transport.serve`: daphne, with the same arguments, minus a cost it need not pay.
+"""`python -m mcp_transport.serve`: daphne, with the same arguments, minus costs it need not pay.
 
-Twisted's HTTP request parses the Content-Type of every POST (with the `email` package) to
-decode HTML form bodies into `request.args`, which daphne never reads: it hands the raw body to
-the application. On an MCP endpoint that parse cost 7-27 % of the server's CPU per call in
-A/B runs (BENCHMARKS.md), and a multipart body is decoded in memory before the application
-can refuse it. This launcher builds daphne's requests with that parsing off (Twisted has the
-switch since 25.5; on older Twisted this is plain daphne). Everything else is daphne's own code.
+* Twisted's HTTP request parses the Content-Type of every POST (with the `email` package) to
+  decode HTML form bodies into `request.args`, which daphne never reads: it hands the raw body
+  to the application. On an MCP endpoint that parse cost 7-27 % of the server's CPU per call in
+  A/B runs (BENCHMARKS.md), and a multipart body is decoded in memory before the application
+  can refuse it. The launcher builds daphne's requests with that parsing off (Twisted has the
+  switch since 25.5; on older Twisted they parse as before).
+* Twisted's HTTP factory formats an access-log line for every request and hands it to Twisted's
+  log, which daphne discards below `-v 2`; daphne writes its own access log. The launcher skips it.
+* Python's cyclic garbage collector ran every 700 allocations, and each full collection walked
+  the whole of Django, loaded at startup and never garbage: 7-10 % of the CPU under load. The
+  launcher freezes the startup heap (`gc.freeze()`) once the application is loaded and collects
+  the youngest generation every `--gc-threshold` allocations (10,000; 0 keeps Python's defaults).
+
+Everything else is daphne's own code.
 """
 from __future__ import annotations
 
+import functools
+import gc
 import inspect
 
 from daphne import cli, http_protocol, server  # daphne.server installs the asyncio reactor first
 from twisted.web import http
 
 FORM_PARSING_SWITCH = "parsePOSTFormSubmission" in inspect.signature(http.Request.__init__).parameters
+GC_THRESHOLD = 10_000
+
+
+def tune_gc(threshold: int):
+    """Freeze what is loaded so far and collect young objects every `threshold` allocations."""
+    if threshold <= 0:
+        return
+    gc.collect()
+    gc.freeze()
+    _, middle, old = gc.get_threshold()
+    gc.set_threshold(threshold, middle, old)
 
 
 class WebRequest(http_protocol.WebRequest):
@@ -25,6 +46,9 @@ class WebRequest(http_protocol.WebRequest):
 
 
 class HTTPFactory(http_protocol.HTTPFactory):
+    def log(self, request):
+        """Twisted's access-log line, which daphne's logging setup throws away."""
+
     def buildProtocol(self, addr):
         protocol = super().buildProtocol(addr)
         if protocol.requestFactory is http_protocol.WebRequest:
@@ -34,6 +58,14 @@ class HTTPFactory(http_protocol.HTTPFactory):
 
 class Server(server.Server):
     """daphne's Server builds its HTTP factory inside run(); this one takes ours instead."""
+
+    def __init__(self, *args, gc_threshold: int = GC_THRESHOLD, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.gc_threshold = gc_threshold
+
+    def run(self):
+        tune_gc(self.gc_threshold)
+        super().run()
 
     @property
     def http_factory(self):
@@ -47,6 +79,19 @@ class Server(server.Server):
 class CommandLineInterface(cli.CommandLineInterface):
     description = "daphne for MCP endpoints (mcp_transport): the same options as daphne"
     server_class = Server
+
+    def __init__(self):
+        super().__init__()
+        self.parser.add_argument(
+            "--gc-threshold", type=int, default=GC_THRESHOLD,
+            help=f"allocations between young-generation garbage collections, after the startup heap is "
+                 f"frozen (default {GC_THRESHOLD}; 0 keeps Python's defaults and freezes nothing)",
+        )
+
+    def run(self, args):
+        options, _ = self.parser.parse_known_args(args)
+        self.server_class = functools.partial(Server, gc_threshold=options.gc_threshold)
+        super().run(args)
 
 
 if __name__ == "__main__":

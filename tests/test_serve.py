@@ -3,6 +3,8 @@
 The rest of the live suite runs under the launcher; these check what it changes and that plain
 daphne, which the README still allows, serves the same endpoint.
 """
+import gc
+import io
 import subprocess
 import sys
 
@@ -26,6 +28,27 @@ def test_the_launchers_requests_skip_form_parsing():
     request = protocol.requestFactory(protocol._channel, 0)  # as Twisted's HTTPChannel calls it
     assert isinstance(request, http_protocol.WebRequest)
     assert request._parsePOSTFormSubmission is (not serve.FORM_PARSING_SWITCH)
+    server.http_factory._logFile = io.StringIO()  # where Twisted would write its access-log line
+    server.http_factory.log(request)
+    assert server.http_factory._logFile.getvalue() == ""
+
+
+def test_the_launcher_freezes_the_startup_heap_and_collects_less_often(monkeypatch):
+    before = gc.get_threshold()
+    try:
+        serve.tune_gc(0)
+        assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+        serve.tune_gc(12_345)
+        assert gc.get_threshold() == (12_345, *before[1:]) and gc.get_freeze_count() > 0
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
+
+    started = []
+    monkeypatch.setattr(serve.Server, "run", lambda self: started.append(self.gc_threshold))
+    serve.CommandLineInterface().run(["--gc-threshold", "500", "example_project.asgi:application"])
+    serve.CommandLineInterface().run(["example_project.asgi:application"])
+    assert started == [500, serve.GC_THRESHOLD]
 
 
 def test_the_installed_twisted_has_the_switch():

@@ -267,7 +267,7 @@ async def test_a_pending_streams_writes_queue_behind_its_insert_and_survive_a_ba
 
 async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(write_path, monkeypatch):
     """The database thread hands adjacent open_request_stream calls to its `many` twin (on
-    PostgreSQL: one pipelined round trip per number of events); each caller gets its own row."""
+    PostgreSQL: one statement); each caller gets its own row."""
     from asgiref.sync import sync_to_async
 
     from mcp_transport.streams.executor import executor
@@ -301,6 +301,23 @@ async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(wr
             str(i), "completed" if payloads else "open", len(payloads))
         events, _ = await store.aevents_after(stream_id, -1)
         assert [(e.seq, e.payload) for e in events] == [(0, "")] * prime + [(1, p) for p in payloads]
+
+
+async def test_a_run_of_stream_opens_without_events(write_path):
+    """Clients older than SSE polling get no priming event: a run of opens may store no event at all."""
+    from asgiref.sync import sync_to_async
+
+    from mcp_transport.streams.executor import executor
+
+    await sync_to_async(new_session)()
+    futures = [executor.submit(store.open_request_stream, "s1", method="tools/call", request_id=str(i))
+               for i in range(3)]
+    results = [await future for future in futures]
+    assert [(priming, stored) for _, priming, stored in results] == [(None, [])] * 3
+    ids = [stream_id for stream_id, _, _ in results]
+    rows = await sync_to_async(list)(Stream.objects.filter(pk__in=ids).order_by("pk").values_list("request_id", "status"))
+    assert rows == [("0", "open"), ("1", "open"), ("2", "open")]
+    assert await sync_to_async(Event.objects.filter(stream_id__in=ids).count)() == 0
 
 
 async def test_a_function_with_its_own_transaction_runs_alone_without_one():

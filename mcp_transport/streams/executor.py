@@ -5,7 +5,9 @@ its result; the thread runs everything queued so far in one transaction, in orde
 calls to a function with a `many` twin, such as opening request streams, as one call). Under
 load one commit (and one thread hop) serves many calls, which is what lets every event be
 stored before it is sent and still be fast. If an operation fails, the batch is rolled
-back and each operation re-run alone, so one failure never leaks into another's result.
+back and each operation re-run alone, so one failure never leaks into another's result. A batch
+of one function whose calls open their own transaction (`own_transaction` in the store: one
+statement on PostgreSQL) runs without one: BEGIN and COMMIT would be two more round trips.
 """
 from __future__ import annotations
 
@@ -79,15 +81,20 @@ class BatchExecutor:
         self._thread.submit(lambda: connection.close()).result()
 
 
-def _run_one(fn, args, kwargs):
+def _run_alone(fn, calls):
+    """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;
+    if a merged run fails, each call again on its own. -> [(ok, result or exception)]"""
     try:
         if getattr(fn, "own_transaction", False):
-            return True, fn(*args, **kwargs)
+            return [(True, result) for result in _call(fn, calls)]
         with transaction.atomic():
-            return True, fn(*args, **kwargs)
+            return [(True, result) for result in _call(fn, calls)]
     except Exception as exc:
         _checked_at[0] = float("-inf")  # the connection may be why: check it before the next batch
-        return False, exc
+        if len(calls) == 1:
+            return [(False, exc)]
+        close_old_connections()
+        return [outcome for call in calls for outcome in _run_alone(fn, [call])]
 
 
 # How often the database thread checks its connection (CONN_MAX_AGE, CONN_HEALTH_CHECKS) between
@@ -104,33 +111,36 @@ def _check_connection():
         connection.close_if_unusable_or_obsolete()
 
 
-def _runs(batch):
-    """The batch in order, a run of calls to a function with a `many` twin as one call to it."""
-    i = 0
-    while i < len(batch):
-        fn, args, kwargs, _ = batch[i]
-        j = i + 1
-        if getattr(fn, "many", None) is not None:
-            while j < len(batch) and batch[j][0] is fn:
-                j += 1
-        if j - i > 1:
-            yield from fn.many([(args, kwargs) for _, args, kwargs, _ in batch[i:j]])
+def _runs(batch) -> list[tuple]:
+    """The batch in order as (fn, [(args, kwargs)]): a run of calls to a function with a `many`
+    twin is one entry."""
+    runs = []
+    for fn, args, kwargs, _ in batch:
+        if runs and runs[-1][0] is fn and getattr(fn, "many", None) is not None:
+            runs[-1][1].append((args, kwargs))
         else:
-            yield fn(*args, **kwargs)
-        i = j
+            runs.append((fn, [(args, kwargs)]))
+    return runs
+
+
+def _call(fn, calls) -> list:
+    if len(calls) == 1:
+        args, kwargs = calls[0]
+        return [fn(*args, **kwargs)]
+    return fn.many(calls)
 
 
 def _run_batch(batch):
     _check_connection()
-    if len(batch) == 1:
-        fn, args, kwargs, _ = batch[0]
-        return [_run_one(fn, args, kwargs)]
+    runs = _runs(batch)
+    if len(runs) == 1:
+        return _run_alone(*runs[0])
     try:
         with transaction.atomic():
-            return [(True, result) for result in _runs(batch)]
+            return [(True, result) for fn, calls in runs for result in _call(fn, calls)]
     except Exception:
         close_old_connections()
-        return [_run_one(fn, args, kwargs) for fn, args, kwargs, _ in batch]
+        return [outcome for fn, args, kwargs, _ in batch for outcome in _run_alone(fn, [(args, kwargs)])]
 
 
 executor = BatchExecutor()

@@ -85,6 +85,24 @@ def _statements(vendor: str) -> dict[str, str]:
             f"RETURNING seq"
         )
         statements["pg_row"] = "(%s::integer, %s::text, %s::text)"
+
+        def arrays(model, names):
+            return ", ".join(f"%s::{model._meta.get_field(name).cast_db_type(db)}[]" for name in names)
+
+        # Several streams and their events in one statement: each column is an array, the stream
+        # ids are drawn first, so that each event can name its stream by its place in the arrays.
+        slots = ", ".join(f"v.c{i}" for i in range(len(STREAM_COLUMNS)))
+        pk = Stream._meta.pk.column
+        statements["open_many"] = (
+            f"WITH v AS (SELECT * FROM unnest({arrays(Stream, STREAM_COLUMNS)}) WITH ORDINALITY "
+            f"AS v({slots.replace('v.', '')}, ord)), "
+            f"i AS (SELECT ord, nextval(pg_get_serial_sequence('{stream}', '{pk}')) AS id FROM v), "
+            f"s AS (INSERT INTO {stream} ({quote(pk)}, {columns(Stream, STREAM_COLUMNS)}) "
+            f"SELECT i.id, {slots} FROM v JOIN i USING (ord)), "
+            f"e AS ({events}i.id, x.seq, x.kind, x.payload, %s FROM unnest(%s::bigint[], "
+            f"{arrays(Event, EVENT_COLUMNS[1:4])}) AS x(ord, seq, kind, payload) JOIN i USING (ord)) "
+            f"SELECT id FROM i ORDER BY ord"
+        )
         statements["connect_and_log"] = f"WITH u AS ({statements['connect']}) {statements['log_connection']}"
     return statements
 
@@ -117,29 +135,16 @@ class HotSQL:
         return stream_id
 
     def open_streams(self, streams: list[tuple[tuple, list[tuple]]], at) -> list[int]:
-        """open_stream for several streams. On PostgreSQL, those with the same number of events
-        go in one executemany: psycopg pipelines the statements, one round trip for all."""
+        """open_stream for several streams; on PostgreSQL in one statement (one round trip, and
+        atomic without a transaction around it)."""
         if not self.postgres or len(streams) == 1:
             return [self.open_stream(values, events, at) for values, events in streams]
-        ids: list[int | None] = [None] * len(streams)
-        groups: dict[int, list[int]] = {}
-        for i, (_, events) in enumerate(streams):
-            groups.setdefault(len(events), []).append(i)
-        for count, indexes in groups.items():
-            if not count or len(indexes) == 1:
-                for i in indexes:
-                    ids[i] = self.open_stream(*streams[i], at)
-                continue
-            rows = ", ".join([self.sql["pg_row"]] * count)
-            self.cursor.executemany(
-                self.sql["open_with_events"].format(rows=rows),
-                [[*streams[i][0], at, *(value for event in streams[i][1] for value in event)] for i in indexes],
-                returning=True,
-            )
-            for i in indexes:
-                ids[i] = self.cursor.fetchone()[0]
-                self.cursor.nextset()
-        return ids
+        columns = [list(column) for column in zip(*(values for values, _ in streams))]
+        events = [(place, *event) for place, (_, stream_events) in enumerate(streams, 1) for event in stream_events]
+        self.cursor.execute(self.sql["open_many"], [
+            *columns, at, *([list(column) for column in zip(*events)] or [[]] * 4),
+        ])
+        return [row[0] for row in self.cursor.fetchall()]
 
     def find_and_replay(self, session_id: str, stream_id: int, seq: int, cutoff, now):
         """If the stream is this session's and was not finished before `cutoff`: (FOUND_COLUMNS and

@@ -153,11 +153,11 @@ def _lease():
     return timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
 
 
-def _atomic(db, reads=False):
+def _atomic(db, one_statement=False):
     """The batch's transaction when there is one (the database thread's), else a new one; but
-    none on PostgreSQL for `reads` (reads and single-statement writes): under READ COMMITTED a
-    transaction gives them nothing, and BEGIN and COMMIT would be two more round trips."""
-    if db.in_atomic_block or (reads and db.vendor == "postgresql"):
+    none on PostgreSQL for a block of reads and at most one write statement: under READ COMMITTED
+    a transaction gives them nothing, and BEGIN and COMMIT would be two more round trips."""
+    if db.in_atomic_block or (one_statement and db.vendor == "postgresql"):
         return nullcontext()
     return transaction.atomic(savepoint=False)
 
@@ -208,6 +208,7 @@ class NewRequestStream(NamedTuple):
     writes: tuple | list = ()
 
 
+@own_transaction
 def open_request_stream(session_id, *, method="", request_id="", tool_name="", prime=False, policy="",
                         retry_ms=None, pending: PendingStream | None = None, writes=()):
     """A new request stream, run and held by this worker, with its priming event (seq 0) if due.
@@ -220,16 +221,15 @@ def open_request_stream(session_id, *, method="", request_id="", tool_name="", p
 
 
 def _open_request_streams(requests: list[NewRequestStream]) -> list[tuple]:
-    """open_request_stream for several requests: on PostgreSQL their statements go to the server
-    in one round trip."""
+    """open_request_stream for several requests: on PostgreSQL one statement (one round trip)."""
     now = timezone.now()
     lease = now + timedelta(seconds=mcp_settings.LEASE_SECONDS)
     db = connections[DEFAULT_DB_ALIAS]
-    with _atomic(db):
+    sql = hotsql.hot(db)
+    with _atomic(db, one_statement=sql is not None):
         for request in requests:
             if request.pending is not None:
                 request.pending.id = None  # a batch rolled back and re-run: only the last INSERT counts
-        sql = hotsql.hot(db)
         if sql is None:
             results = [_open_request_stream_orm(request, now, lease) for request in requests]
         else:
@@ -261,7 +261,7 @@ def _open_request_streams_sql(sql: hotsql.HotSQL, requests: list[NewRequestStrea
         early.append(stored)
     return [
         (stream_id, StoredEvent(stream_id, 0, hotsql.PRIMING, "") if r.prime else None,
-         [[e._replace(stream_id=stream_id) for e in batch] for batch in stored])
+         [[StoredEvent(stream_id, e.seq, e.kind, e.payload) for e in batch] for batch in stored])
         for stream_id, r, stored in zip(sql.open_streams(rows, at), requests, early)
     ]
 
@@ -361,7 +361,7 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
     """Every stored event after `seq`, in order, and the stream's status read with them."""
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    with _atomic(db, reads=True):
+    with _atomic(db, one_statement=True):
         if sql is not None:
             status, rows = sql.status(stream_id), sql.events_after(stream_id, seq)
         else:
@@ -384,7 +384,7 @@ def resume_stream(session_id: str, stream_id: int, seq: int, describe):
         return None  # no such row or event (and a DB-API driver may refuse the number)
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    with _atomic(db, reads=True):  # a failing orphan's append opens its own
+    with _atomic(db, one_statement=True):  # a failing orphan's append opens its own
         found = _replay_sql(sql, session_id, stream_id, seq) if sql else _replay_orm(session_id, stream_id, seq)
         if found is None:
             return None
@@ -425,7 +425,7 @@ def _replay_orm(session_id: str, stream_id: int, seq: int):
 def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
     """A new GET connection holds the stream from here (one trip to the database thread).
     -> (events after `seq`, status, connection log id)."""
-    with _atomic(connections[DEFAULT_DB_ALIAS], reads=True):
+    with _atomic(connections[DEFAULT_DB_ALIAS], one_statement=True):
         events, status = events_after(stream_id, seq)
         return events, status, connected(stream_id, None, policy, retry_ms)
 
@@ -462,7 +462,7 @@ def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_
     now = timezone.now()
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
-    with _atomic(db, reads=True):
+    with _atomic(db, one_statement=True):
         if sql is not None:
             return sql.connect(stream_id, WORKER, resumed_from, policy[:200], retry_ms, sql.adapt_time(now))
         updates = dict(connected_worker=WORKER, connected_at=now, disconnect_policy=policy[:200], retry_ms=retry_ms)
