@@ -98,7 +98,8 @@ class Stream(models.Model):
         CANCELLED = "cancelled"
 
     id = models.BigAutoField(primary_key=True)
-    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="streams")
+    # Looked up through the (session, kind) index: a second index on session alone is only written.
+    session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="streams", db_index=False)
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
     method = models.CharField(max_length=100, blank=True)
     tool_name = models.CharField(max_length=200, blank=True)
@@ -143,7 +144,8 @@ class Event(models.Model):
         FINAL = "final"
 
     id = models.BigAutoField(primary_key=True)
-    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="events")
+    # Looked up through the unique (stream, seq) index: a second index on stream alone is only written.
+    stream = models.ForeignKey(Stream, on_delete=models.CASCADE, related_name="events", db_index=False)
     seq = models.PositiveIntegerField()
     kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MESSAGE)
     payload = models.TextField(blank=True, help_text="The JSON-RPC message exactly as sent")
