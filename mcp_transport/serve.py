@@ -8,6 +8,8 @@
   switch since 25.5; on older Twisted they parse as before).
 * Twisted's HTTP factory formats an access-log line for every request and hands it to Twisted's
   log, which daphne discards below `-v 2`; daphne writes its own access log. The launcher skips it.
+* daphne keeps every finished request until its once-a-second sweep, which walks all of them;
+  the launcher drops a request as soon as its connection and its application are both done.
 * Python's cyclic garbage collector ran every 700 allocations, and each full collection walked
   the whole of Django, loaded at startup and never garbage: 7-10 % of the CPU under load. The
   launcher freezes the startup heap (`gc.freeze()`) once the application is loaded and collects
@@ -66,6 +68,33 @@ class Server(server.Server):
     def run(self):
         tune_gc(self.gc_threshold)
         super().run()
+
+    def create_application(self, protocol, scope):
+        queue = super().create_application(protocol, scope)
+        details = self.connections.get(protocol)
+        if queue is not None and details is not None:
+            details["application_instance"].add_done_callback(lambda _: self.forget(protocol))
+        return queue
+
+    def protocol_disconnected(self, protocol):
+        if protocol in self.connections:  # a request's finish and its connection's loss both call this
+            super().protocol_disconnected(protocol)
+            self.forget(protocol)
+
+    def forget(self, protocol):
+        """Drop a request that is over (its connection gone, its application done cleanly) now.
+
+        daphne's once-a-second sweep would: until then every finished request stays in
+        `connections`, and each sweep walks them all (a second's worth of requests under load).
+        A request without an application yet, or whose application failed (the sweep reports
+        it), is left to the sweep.
+        """
+        details = self.connections.get(protocol)
+        if details is None or "disconnected" not in details:
+            return
+        instance = details.get("application_instance")
+        if instance is not None and instance.done() and (instance.cancelled() or instance.exception() is None):
+            del self.connections[protocol]
 
     @property
     def http_factory(self):

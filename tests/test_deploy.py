@@ -144,16 +144,18 @@ def resume_on_the_other_worker(t: Topology, client: MCPClient, last_event_id: st
     """Resume through nginx until the connection lands on a worker other than `avoid`.
 
     Round-robin makes that the first or the second try. A try that lands on `avoid` is dropped at
-    its first event (the server recorded the connection, with its worker, before sending it); the
-    next try resumes from the same id, so nothing is skipped. Returns (reading, worker index).
+    its first event (by then the server has recorded the connection with its worker, or is about
+    to: it sends the replay without waiting for that write); the next try resumes from the same
+    id, so nothing is skipped. Returns (reading, worker index).
     """
     stream_id = stream_of(last_event_id)
     for _ in range(tries):
         landed: list[int] = []
+        earlier = len(t.tables.connection_workers(stream_id))
 
-        def check(event, landed=landed):
+        def check(event, landed=landed, earlier=earlier):
             if not landed:
-                landed.append(t.tables.worker_index(t.tables.connection_workers(stream_id)[-1]))
+                landed.append(t.tables.worker_index(new_connection_worker(t, stream_id, earlier)))
                 if landed[0] == avoid:
                     return True
             return stop(event) if stop else False
@@ -164,6 +166,17 @@ def resume_on_the_other_worker(t: Topology, client: MCPClient, last_event_id: st
         if landed and landed[0] != avoid:
             return reading, landed[0]
     raise AssertionError(f"{tries} resumes of {last_event_id} all landed on worker {avoid}")
+
+
+def new_connection_worker(t: Topology, stream_id: int, earlier: int, timeout: float = 10) -> str:
+    """The worker of the stream's connection logged after the first `earlier` ones."""
+    deadline = time.monotonic() + timeout
+    while True:
+        workers = t.tables.connection_workers(stream_id)
+        if len(workers) > earlier:
+            return workers[earlier]
+        assert time.monotonic() < deadline, f"no connection of stream {stream_id} logged after {earlier}"
+        time.sleep(0.01)
 
 
 def load_renderer():

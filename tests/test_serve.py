@@ -3,6 +3,7 @@
 The rest of the live suite runs under the launcher; these check what it changes and that plain
 daphne, which the README still allows, serves the same endpoint.
 """
+import asyncio
 import gc
 import io
 import subprocess
@@ -31,6 +32,38 @@ def test_the_launchers_requests_skip_form_parsing():
     server.http_factory._logFile = io.StringIO()  # where Twisted would write its access-log line
     server.http_factory.log(request)
     assert server.http_factory._logFile.getvalue() == ""
+
+
+def test_the_launcher_forgets_a_request_once_its_connection_and_application_are_done():
+    """daphne's sweep walks every request it still holds once a second; the launcher drops a
+    finished one at once, and leaves a failed application to the sweep, which reports it."""
+
+    async def ok(scope, receive, send):
+        pass
+
+    async def fails(scope, receive, send):
+        raise RuntimeError("boom")
+
+    async def scenario():
+        server = serve.Server(application=None, endpoints=["tcp:port=0:interface=127.0.0.1"])
+        server.connections = {}
+        finished_first, app_first, failed = object(), object(), object()
+        for protocol, app in ((finished_first, ok), (app_first, ok), (failed, fails)):
+            server.application = app
+            server.protocol_connected(protocol)
+            server.create_application(protocol, {"type": "http"})
+        server.protocol_disconnected(finished_first)
+        assert finished_first in server.connections  # its application has not run yet
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert finished_first not in server.connections
+        assert app_first in server.connections  # done, but its connection is still open
+        server.protocol_disconnected(app_first)
+        server.protocol_disconnected(app_first)  # finish, then the connection's loss
+        server.protocol_disconnected(failed)
+        assert list(server.connections) == [failed]
+
+    asyncio.run(scenario())
 
 
 def test_the_launcher_freezes_the_startup_heap_and_collects_less_often(monkeypatch):

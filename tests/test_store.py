@@ -116,42 +116,38 @@ def test_standalone_stream_is_one_per_session(write_path):
         first[0], store.WORKER, None, None, "")
 
 
-def test_a_resumption_finds_replays_and_records(write_path):
-    """One trip: this session's stream only, the events after the given seq, the connection logged."""
+def test_a_resumption_finds_and_replays_then_records(write_path):
+    """One statement: this session's stream only and the events after the given seq; the
+    connection is recorded by a second call, which the consumer does not wait for."""
     new_session()
     new_session("other")
     stream_id, _ = store.open_stream("s1", method="tools/call", tool_name="echo", prime=True)
     store.append(stream_id, ["a", "b"])
-    seen = []
 
-    def describe(stream):
-        seen.append((stream.id, stream.kind, stream.method, stream.tool_name, stream.reconnects))
-        return "after_priming", 250, "mine"
-
-    found = store.resume_stream("s1", stream_id, 1, describe)
-    _, failed, events, status, log_id, described = found
-    assert failed == [] and status == "open" and described == ("after_priming", 250, "mine")
+    stream, failed, events, status = store.resume_stream("s1", stream_id, 1)
+    assert failed == [] and status == "open"
+    assert (stream.id, stream.kind, stream.method, stream.tool_name, stream.reconnects) == (
+        stream_id, "request", "tools/call", "echo", 0)
     assert [(e.seq, e.kind, e.payload) for e in events] == [(2, "message", "b")]
-    assert seen == [(stream_id, "request", "tools/call", "echo", 0)]
+    log_id = store.connected(stream_id, 1, "after_priming", 250)
     stream = Stream.objects.get(pk=stream_id)
     assert (stream.reconnects, stream.connected_worker, stream.disconnect_policy, stream.retry_ms) == (
         1, store.WORKER, "after_priming", 250)
     assert StreamConnection.objects.get(pk=log_id).resumed_from == 1
 
     store.append(stream_id, ["c"], finish=Stream.Status.COMPLETED)
-    _, _, events, status, _, _ = store.resume_stream("s1", stream_id, 2, describe)
+    _, _, events, status = store.resume_stream("s1", stream_id, 2)
     assert [(e.seq, e.kind) for e in events] == [(3, "final")] and status == "completed"
-    assert store.resume_stream("s1", stream_id, 3, describe)[2] == []
-    assert store.resume_stream("s1", stream_id, 4, describe) is None  # after the last event: not ours
-    assert store.resume_stream("other", stream_id, 0, describe) is None
-    assert store.resume_stream("s1", stream_id + 100, 0, describe) is None
+    assert store.resume_stream("s1", stream_id, 3)[2] == []
+    assert store.resume_stream("s1", stream_id, 4) is None  # after the last event: not ours
+    assert store.resume_stream("other", stream_id, 0) is None
+    assert store.resume_stream("s1", stream_id + 100, 0) is None
     for huge in (2**63 - 1, 2**63, 10**40):
-        assert store.resume_stream("s1", huge, 0, describe) is None
-        assert store.resume_stream("s1", stream_id, huge, describe) is None
+        assert store.resume_stream("s1", huge, 0) is None
+        assert store.resume_stream("s1", stream_id, huge) is None
     Stream.objects.filter(pk=stream_id).update(finished_at=timezone.now() - timedelta(hours=2))
     with override_settings(MCP_TRANSPORT={"EVENT_RETENTION_SECONDS": 3600}):
-        assert store.resume_stream("s1", stream_id, 0, describe) is None
-    assert Stream.objects.get(pk=stream_id).reconnects == 3
+        assert store.resume_stream("s1", stream_id, 0) is None
 
 
 def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
@@ -159,7 +155,7 @@ def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
     stream_id, _ = store.open_stream("s1", method="tools/call", request_id="7", prime=True)
     store.append(stream_id, ["p"])
     Stream.objects.filter(pk=stream_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    _, failed, events, status, _, _ = store.resume_stream("s1", stream_id, 0, lambda s: ("never", None, None))
+    _, failed, events, status = store.resume_stream("s1", stream_id, 0)
     assert status == "failed" and [e.seq for e in failed] == [2]
     assert [(e.seq, e.kind) for e in events] == [(1, "message"), (2, "final")]
     error = json.loads(events[-1].payload)

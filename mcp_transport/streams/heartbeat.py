@@ -17,6 +17,15 @@ logger = logging.getLogger("mcp_transport")
 FLUSH_SECONDS = 0.5
 
 
+async def _row_id(log_id):
+    if not isinstance(log_id, asyncio.Future):
+        return log_id
+    try:
+        return await log_id
+    except Exception:
+        return None  # never written: the close gets a row of its own
+
+
 class Heartbeat:
     def __init__(self):
         self._task: asyncio.Task | None = None
@@ -26,13 +35,15 @@ class Heartbeat:
         if self._task is None or self._task.done():
             self._task = asyncio.ensure_future(self._run())
 
-    def disconnected(self, stream_id: int, log_id: int | None, reason: str):
+    def disconnected(self, stream_id: int, log_id: int | asyncio.Future | None, reason: str):
+        """`log_id`: the connection's log row, or the future of a write still under way."""
         self._ended.append((stream_id, log_id, reason, timezone.now()))
 
     async def flush(self):
         records, self._ended = self._ended, []
         if records:
-            await store.adisconnected(records)
+            await store.adisconnected([(stream_id, await _row_id(log_id), reason, when)
+                                       for stream_id, log_id, reason, when in records])
 
     async def beat(self):
         await store.aheartbeat(socket.gethostname(), os.getpid())

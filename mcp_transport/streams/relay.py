@@ -97,14 +97,16 @@ class Relay:
 
     # What this process asks of the others
 
-    async def join(self, stream_id: int):
+    async def join(self, stream_id: int) -> bool:
+        """Receive other workers' wake-ups for the stream: -> whether this asked the channel layer."""
         if not self.remote or stream_id in self.joined:
-            return
+            return False
         self.joined.add(stream_id)
         try:
             await self.layer.group_add(stream_group(stream_id), self.channel)
         except Exception:
             logger.warning("Channel layer unavailable: joining stream %s at the next sweep", stream_id)
+        return True
 
     def leave(self, stream_id: int):
         if stream_id in self.joined and not bus.listeners(stream_id):

@@ -372,26 +372,20 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
 
 
 @own_transaction
-def resume_stream(session_id: str, stream_id: int, seq: int, describe):
-    """A client resuming after event `seq`, in one trip to the database thread.
+def resume_stream(session_id: str, stream_id: int, seq: int):
+    """A client resuming after event `seq`: its stream and the events to replay, in one statement.
 
     The stream must be this session's and still replayable, else None. A request whose
-    worker's lease ran out is failed first (so the client gets an error, not silence).
-    `describe(stream)` -> (policy label, retry ms, anything): recorded with the connection.
-    -> (stream, failed events, events after `seq`, status, connection log id, describe's result).
+    worker's lease ran out is failed first (so the client gets an error, not silence). The
+    connection is recorded by `connected`, which the caller queues without waiting for it.
+    -> (stream, failed events, events after `seq`, status).
     """
     if stream_id > MAX_ROW_ID or seq > MAX_ROW_ID:
         return None  # no such row or event (and a DB-API driver may refuse the number)
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
     with _atomic(db, one_statement=True):  # a failing orphan's append opens its own
-        found = _replay_sql(sql, session_id, stream_id, seq) if sql else _replay_orm(session_id, stream_id, seq)
-        if found is None:
-            return None
-        stream, failed, events, status = found
-        described = describe(stream)
-        log_id = connected(stream_id, seq, described[0], described[1])
-    return stream, failed, events, status, log_id, described
+        return _replay_sql(sql, session_id, stream_id, seq) if sql else _replay_orm(session_id, stream_id, seq)
 
 
 def _replay_sql(sql: hotsql.HotSQL, session_id: str, stream_id: int, seq: int):

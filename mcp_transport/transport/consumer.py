@@ -23,6 +23,7 @@ from ..protocol import jsonrpc
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.server import get_server
 from ..streams import bus, relay, runner, store
+from ..streams.executor import executor
 from ..streams.heartbeat import heartbeat
 from . import guards, sse
 from .guards import Rejected
@@ -53,7 +54,7 @@ class MCPConsumer(AsyncConsumer):
         self.responded = False
         self.pump: asyncio.Task | None = None
         self.cors: list = []
-        self.log_id: int | None = None
+        self.log_id: int | asyncio.Future | None = None
         self.principal = None
 
     async def __call__(self, scope, receive, send):
@@ -344,28 +345,33 @@ class MCPConsumer(AsyncConsumer):
             limits.reconnects.check(stream_id)
         except LimitExceeded as exc:
             raise too_many(exc) from None
-        listener = await self.listen(stream_id)
-
-        def describe(stream):
-            conn = policies.Connection(stream_id, stream.kind, stream.method, stream.tool_name,
-                                       reconnects=stream.reconnects + 1, resumed=True)
-            disconnect, retry, label = self.policies_for(session, stream.tool_name)
-            return label, retry.retry_ms(conn), (conn, disconnect)
-
+        # Subscribed here before the read; other workers' wake-ups only if the stream is still open.
+        listener = bus.listen(stream_id)
         try:
-            found = await store.aresume_stream(session.id, stream_id, seq, describe)
+            found = await store.aresume_stream(session.id, stream_id, seq)
         except BaseException:
             self.unlisten(listener)
             raise
         if found is None:
             self.unlisten(listener)
             raise Rejected(404, "Not Found: no such event in this session")
-        _, failed, events, status, self.log_id, (_, retry_ms, (conn, disconnect)) = found
+        stream, failed, events, status = found
+        conn = policies.Connection(stream_id, stream.kind, stream.method, stream.tool_name,
+                                   reconnects=stream.reconnects + 1, resumed=True)
+        disconnect, retry, label = self.policies_for(session, stream.tool_name)
+        retry_ms = retry.retry_ms(conn)
+        # The replay goes out without waiting for this write (its commit); the log row's id
+        # is needed only when the connection ends.
+        self.log_id = executor.submit(store.connected, stream_id, seq, label, retry_ms)
         relay.close_connections(stream_id, None, keep=listener, reason="replaced")
         if failed:
             logger.warning("Stream %s failed on resume: its worker's lease expired", stream_id)
             relay.publish(stream_id, failed)
         ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
+        if status == Stream.Status.OPEN and await relay.relay.join(stream_id):
+            # A wake-up sent between the read and the join is lost: the pump reads the table once.
+            listener.stale = True
+            listener.wake.set()
         await self.start_stream(session, listener, conn, events, seq, disconnect, retry_ms,
                                 reprime=last_event_id, ended=ended)
 
@@ -374,6 +380,7 @@ class MCPConsumer(AsyncConsumer):
 
         A request stream opened here is written here: it needs no wake-ups from other workers
         (`join=False` saves two Redis round trips per call) until a client resumes it elsewhere.
+        A resumption joins after its read, and only if the stream is still open (see resume).
         """
         listener = bus.listen(stream_id)
         if join:

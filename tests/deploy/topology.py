@@ -199,9 +199,9 @@ class Tables:
                         [stream_id])
 
     def connection_workers(self, stream_id: int) -> list[str]:
-        """The workers of the stream's resumptions (and of its GET connections), oldest first."""
+        """The workers of the stream's resumptions, oldest first."""
         return [w for (w,) in self.all("SELECT worker FROM mcp_transport_streamconnection WHERE stream_id = %s "
-                                       "ORDER BY id", [stream_id])]
+                                       "AND resumed_from IS NOT NULL ORDER BY id", [stream_id])]
 
     def worker_index(self, worker_id: str) -> int:
         """Which of the cluster's daphne processes a Stream.worker / Worker.id is (by its pid)."""
