@@ -328,7 +328,8 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
 
     assert await executor.run(in_transaction) is True
     assert await executor.run(store.own_transaction(in_transaction)) is False
-    assert all(getattr(fn, "own_transaction", False) for fn in (store.resume_stream, store.attach, store.events_after))
+    assert all(getattr(fn, "own_transaction", False)
+               for fn in (store.resume_stream, store.attach, store.events_after, store.connected))
 
 
 def test_writes_made_before_the_insert_are_stored_with_it(write_path):

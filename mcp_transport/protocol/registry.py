@@ -59,7 +59,8 @@ class Signature:
             parsed = self.model.__pydantic_validator__.validate_python(arguments or {})
         except ValidationError as exc:
             raise ArgumentsError(exc) from None
-        # extra="ignore": the instance holds exactly the fields (model_validate's checks are 4x this).
+        # extra="ignore": the instance holds exactly the fields. (model_validate, then a getattr
+        # per field, took four times as long.)
         return dict(parsed.__dict__)
 
     async def call(self, fn: Callable, kwargs: dict, ctx: Context | None):

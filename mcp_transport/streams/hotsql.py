@@ -91,11 +91,12 @@ def _statements(vendor: str) -> dict[str, str]:
 
         # Several streams and their events in one statement: each column is an array, the stream
         # ids are drawn first, so that each event can name its stream by its place in the arrays.
-        slots = ", ".join(f"v.c{i}" for i in range(len(STREAM_COLUMNS)))
+        names = [f"c{i}" for i in range(len(STREAM_COLUMNS))]
+        slots = ", ".join("v." + name for name in names)
         pk = Stream._meta.pk.column
         statements["open_many"] = (
             f"WITH v AS (SELECT * FROM unnest({arrays(Stream, STREAM_COLUMNS)}) WITH ORDINALITY "
-            f"AS v({slots.replace('v.', '')}, ord)), "
+            f"AS v({', '.join(names)}, ord)), "
             f"i AS (SELECT ord, nextval(pg_get_serial_sequence('{stream}', '{pk}')) AS id FROM v), "
             f"s AS (INSERT INTO {stream} ({quote(pk)}, {columns(Stream, STREAM_COLUMNS)}) "
             f"SELECT i.id, {slots} FROM v JOIN i USING (ord)), "

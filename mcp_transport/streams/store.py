@@ -451,6 +451,7 @@ def stream_progress(stream_ids) -> dict[int, tuple[int, str]]:
     return {pk: (last, status) for pk, last, status in rows}
 
 
+@own_transaction
 def connected(stream_id: int, resumed_from: int | None, policy: str = "", retry_ms: int | None = None) -> int:
     """A connection (resumption, or a new GET) now holds the stream here: returns its log row id."""
     now = timezone.now()
