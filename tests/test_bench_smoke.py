@@ -91,10 +91,13 @@ def test_burst(server):
 
 
 def test_replay(server):
-    r = asyncio.run(scenarios.replay(server.url, count=300, total_rows=5000, repeats=2, db=dbtool(server)))
+    db = dbtool(server)
+    # The module's server has stored the other scenarios' events: a faster server, more of them.
+    total = db.count() + 5000
+    r = asyncio.run(scenarios.replay(server.url, count=300, total_rows=total, repeats=2, db=db))
     assert r["ok"], r
     assert r["small"]["events"] == 301 and r["large"]["events"] == 301  # 300 notifications + the response
-    assert r["large"]["table_rows"] >= 5000
+    assert r["large"]["table_rows"] >= total
     renders(r)
 
 
