@@ -148,6 +148,7 @@ def test_a_resumption_finds_and_replays_then_records(write_path):
     Stream.objects.filter(pk=stream_id).update(finished_at=timezone.now() - timedelta(hours=2))
     with override_settings(MCP_TRANSPORT={"EVENT_RETENTION_SECONDS": 3600}):
         assert store.resume_stream("s1", stream_id, 0) is None
+    assert Stream.objects.get(pk=stream_id).reconnects == 1  # finding and replaying record nothing
 
 
 def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
@@ -328,6 +329,15 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
 
     assert await executor.run(in_transaction) is True
     assert await executor.run(store.own_transaction(in_transaction)) is False
+
+    def opens(_):
+        return connection.in_atomic_block
+
+    opens.many = lambda calls: [connection.in_atomic_block] * len(calls)
+    merged = [executor.submit(opens, i) for i in range(3)]  # one run of a `many` twin: one call
+    assert [await f for f in merged] == [True] * 3
+    merged = [executor.submit(store.own_transaction(opens), i) for i in range(3)]
+    assert [await f for f in merged] == [False] * 3
     assert all(getattr(fn, "own_transaction", False)
                for fn in (store.resume_stream, store.attach, store.events_after, store.connected))
 

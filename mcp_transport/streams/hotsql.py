@@ -137,7 +137,8 @@ class HotSQL:
 
     def open_streams(self, streams: list[tuple[tuple, list[tuple]]], at) -> list[int]:
         """open_stream for several streams; on PostgreSQL in one statement (one round trip, and
-        atomic without a transaction around it)."""
+        atomic without a transaction around it). One stream alone takes open_stream's plainer
+        statement: through `open_many` it cost 1.6 ms of the database thread instead of 1.0."""
         if not self.postgres or len(streams) == 1:
             return [self.open_stream(values, events, at) for values, events in streams]
         columns = [list(column) for column in zip(*(values for values, _ in streams))]

@@ -369,9 +369,7 @@ class MCPConsumer(AsyncConsumer):
             relay.publish(stream_id, failed)
         ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
         if status == Stream.Status.OPEN and await relay.relay.join(stream_id):
-            # A wake-up sent between the read and the join is lost: the pump reads the table once.
-            listener.stale = True
-            listener.wake.set()
+            bus.mark_stale(stream_id)  # a wake-up sent between the read and the join is lost
         await self.start_stream(session, listener, conn, events, seq, disconnect, retry_ms,
                                 reprime=last_event_id, ended=ended)
 
