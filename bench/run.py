@@ -59,7 +59,7 @@ def parse_args(argv=None):
     parser.add_argument("--delays", default="0.02,0.001,0", help="resume: seconds between notifications")
     parser.add_argument("--replay-events", type=int, help="replay: events in the stream (default 10000; quick 2000)")
     parser.add_argument("--replay-rows", type=int, help="replay: rows in the big table (default 1000000; quick 100000)")
-    parser.add_argument("--replay-repeats", type=int, help="replay: replays measured per table size (default 7)")
+    parser.add_argument("--replay-repeats", type=int, help="replay: replays measured per table size (default 15)")
     parser.add_argument("--burst-events", type=int, help="burst: notifications (default 10000; quick 2000)")
     parser.add_argument("--launcher", default="mcp_transport.serve", choices=["mcp_transport.serve", "daphne"],
                         help="the module daphne runs as (python -m ...)")
@@ -74,7 +74,7 @@ def parse_args(argv=None):
     quick = args.quick
     defaults = dict(duration=(2.0, 10.0), warmup=(0.5, 2.0), streams=(200, 1000), hold=(2.0, 5.0),
                     repeats=(3, 20), replay_events=(2000, 10_000), replay_rows=(100_000, 1_000_000),
-                    replay_repeats=(3, 7), burst_events=(2000, 10_000))
+                    replay_repeats=(3, 15), burst_events=(2000, 10_000))
     for name, (small, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
@@ -135,27 +135,31 @@ class Runner:
         problems = log_problems(server.logs())
         items = result if isinstance(result, list) else [result]
         for item in items:
-            item["server_log_problems"] = problems
+            item["server_log_problems"] = item.get("server_log_problems", []) + problems
             if problems:
-                item["server_log"] = server.log_path
+                item.setdefault("server_logs", []).append(server.log_path)
         if problems and not self.args.keep_logs:
             log(f"the server logged problems; its log is kept: {server.log_path}")
         if not problems and not self.args.keep_logs:
             server.remove_log()
 
-    def run_scenario(self, name: str, make, transport: dict | None = None) -> dict | list:
-        try:
-            server = self.serve(transport)
-        except Exception as exc:  # noqa: BLE001 (reported in the table; the other scenarios still run)
-            log(f"{name}: the server did not start: {exc}")
-            return {"scenario": name, "error": f"the server did not start: {str(exc).strip().splitlines()[-1]}"}
+    def run_scenario(self, name: str, make, transport: dict | None = None, servers: int = 1) -> dict | list:
+        """`make(server, ...)` against `servers` fresh servers, each with a database of its own."""
+        started = []
         result: dict | list = {"scenario": name, "error": "did not run"}
         try:
-            result = asyncio.run(make(server))
+            for _ in range(servers):
+                started.append(self.serve(transport))
         except Exception as exc:  # noqa: BLE001 (reported in the table; the other scenarios still run)
-            result = {"scenario": name, "error": scenarios.short(exc)}
-            log(f"{name} failed: {result['error']}")
-        finally:
+            log(f"{name}: the server did not start: {exc}")
+            result = {"scenario": name, "error": f"the server did not start: {str(exc).strip().splitlines()[-1]}"}
+        else:
+            try:
+                result = asyncio.run(make(*started))
+            except Exception as exc:  # noqa: BLE001 (reported in the table; the other scenarios still run)
+                result = {"scenario": name, "error": scenarios.short(exc)}
+                log(f"{name} failed: {result['error']}")
+        for server in started:
             self.finish(server, result)
         return result
 
@@ -194,11 +198,11 @@ class Runner:
 
     def replay(self):
         a = self.args
-        log(f"replay: {a.replay_events} events, table small then ~{a.replay_rows} rows")
+        log(f"replay: {a.replay_events} events, in turns from a small table and one of ~{a.replay_rows} rows")
         self.results.append(self.run_scenario(
-            "replay", lambda server: scenarios.replay(server.url, count=a.replay_events, total_rows=a.replay_rows,
-                                                      repeats=a.replay_repeats, db=server.dbtool(),
-                                                      pid=server.pid)))
+            "replay", lambda small, large: scenarios.replay(
+                small.url, large.url, count=a.replay_events, total_rows=a.replay_rows, repeats=a.replay_repeats,
+                small_db=small.dbtool(), large_db=large.dbtool(), pid=large.pid), servers=2))
 
     def burst(self):
         a = self.args
@@ -311,8 +315,9 @@ def rows_for(result: dict) -> list[list[str]]:
                 continue
             extra = ""
             if key == "large":
-                extra = (f"; x{result['ratio_large_small']:.2f} of the small table; "
-                         f"filled in {result['fill']['seconds']:g} s")
+                extra = f"; x{result['ratio_large_small']:.2f} of the small table (in turns)"
+                if result.get("fill"):
+                    extra += f"; filled in {result['fill']['seconds']:g} s"
             rows.append([
                 "replay", f"{n(result['count'])} events, table {n(part['table_rows'])} rows",
                 f"{n(part['p50_ms'], 1)} ms (p50 of {part['repeats']})",

@@ -4,8 +4,8 @@ calls    C sessions, each calling the `echo` tool back to back for a duration
 streams  S sessions, each holding its standalone GET stream: memory per session and stream
 resume   `progress` with K notifications; the POST stream is dropped after the first one and the
          rest is read with GET + Last-Event-ID, while the tool runs (`live`) or after (`after`)
-replay   one stream of N stored events replayed with GET + Last-Event-ID, with the events table
-         holding about N rows, then (filler added) about a million
+replay   one stream of N stored events replayed with GET + Last-Event-ID, in turns from two servers:
+         one whose events table holds about N rows, one with about a million
 burst    `progress` with N notifications and no delay: events stored and delivered per second
 
 Every loop is bounded in count and in time; every connection is closed before a scenario returns.
@@ -538,45 +538,62 @@ async def burst(url: str, *, count: int = 10_000, pid: int | None = None, db=Non
     return out
 
 
-async def _replays(session: MCPSession, stream_id: int, count: int, repeats: int, timeout: float) -> dict:
-    """`repeats` timed replays of the whole stream, after one untimed (cold caches)."""
-    times, checks = [], []
-    for attempt in range(repeats + 1):
-        conn = session.connection()
-        try:
-            await conn.open()
-            t0 = time.monotonic()
-            response = await session.open_get(conn, f"{stream_id}-0")
-            body, _ = await _read_stream_raw(conn, response, timeout)
-            if attempt:
-                times.append(time.monotonic() - t0)
-        finally:
-            conn.abort()
-        checks.append(_check_stream(body, None, None, count))
-    times.sort()
-    complete = all(c["in_order"] and c["id_regressions"] == 0 and c["response"] for c in checks)
-    return {"repeats": repeats, "p50_ms": ms(statistics.median(times)), "min_ms": ms(times[0]),
-            "max_ms": ms(times[-1]), "events": checks[-1]["events"], "complete": complete}
-
-
-async def replay(url: str, *, count: int = 10_000, total_rows: int = 1_000_000, repeats: int = 7, db=None,
-                 pid: int | None = None, timeout: float = 300.0) -> dict:
-    """Replay one stream of `count` stored events: table small, then table of `total_rows`."""
-    session, conn = await open_session(url)
-    out = {"scenario": "replay", "count": count}
+async def _replay_once(session: MCPSession, stream_id: int, count: int, timeout: float) -> tuple[float, dict]:
+    """The whole stream again (GET + Last-Event-ID: <stream>-0): (seconds to its end, what it held)."""
+    conn = session.connection()
     try:
-        made = await _emit(session, count, "replay", timeout)
-        out["stream_ok"] = made["in_order"] and made["response"]
-        stream_id = made["stream_id"]
-        out["small"] = {"table_rows": await asyncio.to_thread(db.count) if db else None,
-                        **await _replays(session, stream_id, count, repeats, timeout)}
-        if db is not None and total_rows > (out["small"]["table_rows"] or 0):
-            out["fill"] = await asyncio.to_thread(db.fill, total_rows - out["small"]["table_rows"])
-            out["large"] = {"table_rows": out["fill"]["events"],
-                            **await _replays(session, stream_id, count, repeats, timeout)}
-            out["ratio_large_small"] = round(out["large"]["p50_ms"] / out["small"]["p50_ms"], 3)
+        await conn.open()
+        t0 = time.monotonic()
+        response = await session.open_get(conn, f"{stream_id}-0")
+        body, _ = await _read_stream_raw(conn, response, timeout)
+        elapsed = time.monotonic() - t0
     finally:
-        await end_session(session, conn)
+        conn.abort()
+    return elapsed, _check_stream(body, None, None, count)
+
+
+async def replay(small_url: str, large_url: str, *, count: int = 10_000, total_rows: int = 1_000_000,
+                 repeats: int = 15, small_db=None, large_db=None, pid: int | None = None,
+                 timeout: float = 300.0) -> dict:
+    """Replay a stream of `count` stored events from two servers alike but for their events table:
+    the stream's own rows (small) or `total_rows` (large, filled with other streams).
+
+    The replays alternate between the two, after one untimed each (cold caches), so that drift in
+    the machine's speed (here x1.5 within minutes) falls on both alike; measured one table after
+    the other, that drift alone made a flat replay look 55% slower."""
+    out = {"scenario": "replay", "count": count}
+    sides, opened = {}, []
+    try:
+        for key, url in (("small", small_url), ("large", large_url)):
+            session, conn = await open_session(url)
+            opened.append((session, conn))
+            made = await _emit(session, count, "replay", timeout)
+            sides[key] = (session, made)
+        out["stream_ok"] = all(made["in_order"] and made["response"] for _, made in sides.values())
+        if large_db is not None:
+            rows = await asyncio.to_thread(large_db.count)
+            if total_rows > rows:
+                out["fill"] = await asyncio.to_thread(large_db.fill, total_rows - rows)
+        times, checks = {"small": [], "large": []}, {"small": [], "large": []}
+        for attempt in range(repeats + 1):
+            for key in ("small", "large") if attempt % 2 else ("large", "small"):
+                session, made = sides[key]
+                elapsed, check = await _replay_once(session, made["stream_id"], count, timeout)
+                checks[key].append(check)
+                if attempt:
+                    times[key].append(elapsed)
+        for key, db in (("small", small_db), ("large", large_db)):
+            ordered = sorted(times[key])
+            out[key] = {
+                "table_rows": await asyncio.to_thread(db.count) if db else None, "repeats": repeats,
+                "p50_ms": ms(statistics.median(ordered)), "min_ms": ms(ordered[0]), "max_ms": ms(ordered[-1]),
+                "events": checks[key][-1]["events"],
+                "complete": all(c["in_order"] and c["id_regressions"] == 0 and c["response"] for c in checks[key]),
+            }
+        out["ratio_large_small"] = round(out["large"]["p50_ms"] / out["small"]["p50_ms"], 3)
+    finally:
+        for session, conn in opened:
+            await end_session(session, conn)
     out["server_rss_kb"] = procstat.rss_kb(pid) if pid else None
-    out["ok"] = out.get("stream_ok", False) and out["small"]["complete"] and out.get("large", {}).get("complete", True)
+    out["ok"] = out.get("stream_ok", False) and out["small"]["complete"] and out["large"]["complete"]
     return out

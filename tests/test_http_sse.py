@@ -585,3 +585,14 @@ def test_delete_ends_an_open_standalone_get_stream(c, mcp):
         assert other.delete().status_code == 200
         get.read_all()  # a ReadTimeout here means the server kept the stream open
     assert get.closed
+
+
+def test_framing_many_events_at_once_matches_one_by_one():
+    """`sse.events` (replays, bursts) frames exactly as `sse.event`, multi-line data included."""
+    from mcp_transport.transport import sse
+
+    ids = ["7-1", "7-2", "7-3", "7-4"]
+    datas = ['{"a":1}', "two\nlines", "cr\rlf\r\nend", ""]
+    framed = sse.events(ids, datas)
+    assert framed == b"".join(sse.event(i, d) for i, d in zip(ids, datas))
+    assert [(e.id, e.data) for e in parse_events(framed.decode())] == list(zip(ids, ["{\"a\":1}", "two\nlines", "cr\nlf\nend", ""]))

@@ -50,18 +50,16 @@ def _statements(vendor: str) -> dict[str, str]:
     where = f" WHERE id = {mark} AND status = {mark} RETURNING last_seq"
     insert_stream = (f"INSERT INTO {stream} ({columns(Stream, STREAM_COLUMNS)}) VALUES "
                      f"{values(len(STREAM_COLUMNS))} RETURNING id")
+    found = columns(Stream, FOUND_COLUMNS, "s.")
+    lapsed = f"CASE WHEN s.lease_expires_at < {mark} THEN 1 ELSE 0 END"
+    replayable = f"s.id = {mark} AND s.session_id = {mark} AND (s.finished_at IS NULL OR s.finished_at >= {mark})"
     statements = {
         "insert_stream": insert_stream,
         "insert_events": f"INSERT INTO {event} ({columns(Event, EVENT_COLUMNS)}) VALUES ",
         "event_row": values(len(EVENT_COLUMNS)),
         "bump": bump + where,
         "bump_finish": bump + f", status = {mark}, finished_at = {mark}" + where,
-        "find_and_replay": (
-            f"SELECT {columns(Stream, FOUND_COLUMNS, 's.')}, CASE WHEN s.lease_expires_at < {mark} THEN 1 ELSE 0 END, "
-            f"e.seq, e.kind, e.payload FROM {stream} s LEFT JOIN {event} e ON e.stream_id = s.id AND e.seq > {mark} "
-            f"WHERE s.id = {mark} AND s.session_id = {mark} AND (s.finished_at IS NULL OR s.finished_at >= {mark}) "
-            f"ORDER BY e.seq"
-        ),
+        "find": f"SELECT {found}, {lapsed} FROM {stream} s WHERE {replayable}",
         "find_standalone": f"SELECT id, last_seq FROM {stream} WHERE session_id = {mark} AND kind = {mark} "
                            f"ORDER BY id LIMIT 1",
         "status": f"SELECT status FROM {stream} WHERE id = {mark}",
@@ -85,6 +83,15 @@ def _statements(vendor: str) -> dict[str, str]:
             f"RETURNING seq"
         )
         statements["pg_row"] = "(%s::integer, %s::text, %s::text)"
+        # The stream's row first (as seq -1), then its events: one round trip, and each event's row
+        # without the stream's columns again (a join's rows took 17 ms for 10,000 events, these 10).
+        nulls = ", ".join(["NULL"] * (len(FOUND_COLUMNS) + 1))
+        statements["find_and_replay"] = (
+            f"WITH s AS (SELECT {found}, {lapsed} AS lapsed, s.id FROM {stream} s WHERE {replayable}) "
+            f"SELECT {columns(Stream, FOUND_COLUMNS)}, lapsed, -1 AS seq, NULL, NULL FROM s UNION ALL "
+            f"SELECT {nulls}, e.seq, e.kind, e.payload FROM {event} e JOIN s ON e.stream_id = s.id "
+            f"WHERE e.seq > %s ORDER BY seq"
+        )
 
         def arrays(model, names):
             return ", ".join(f"%s::{model._meta.get_field(name).cast_db_type(db)}[]" for name in names)
@@ -150,13 +157,20 @@ class HotSQL:
 
     def find_and_replay(self, session_id: str, stream_id: int, seq: int, cutoff, now):
         """If the stream is this session's and was not finished before `cutoff`: (FOUND_COLUMNS and
-        whether its lease ran out, its events after `seq` as (seq, kind, payload)), in one statement."""
-        self.cursor.execute(self.sql["find_and_replay"], (now, seq, stream_id, session_id, cutoff))
+        whether its lease ran out, its events after `seq` as (seq, kind, payload)).
+
+        On PostgreSQL in one statement (one round trip); SQLite has no round trips, and two statements
+        took it 15 ms for 10,000 events where a join, whose rows repeat the stream's columns, took 35."""
+        if not self.postgres:
+            self.cursor.execute(self.sql["find"], (now, stream_id, session_id, cutoff))
+            found = self.cursor.fetchone()
+            return None if found is None else (found, self.events_after(stream_id, seq))
+        self.cursor.execute(self.sql["find_and_replay"], (now, stream_id, session_id, cutoff, seq))
         rows = self.cursor.fetchall()
         if not rows:
             return None
         width = len(FOUND_COLUMNS) + 1
-        return rows[0][:width], [row[width:] for row in rows if row[width] is not None]
+        return rows[0][:width], [row[width:] for row in rows[1:]]
 
     def find_standalone(self, session_id: str) -> tuple[int, int] | None:
         self.cursor.execute(self.sql["find_standalone"], (session_id, STANDALONE))

@@ -79,6 +79,10 @@ def format_event_id(stream_id: int, seq: int) -> str:
     return f"{stream_id}-{seq}"
 
 
+def format_event_ids(stream_id: int, seqs) -> list[str]:
+    return [f"{stream_id}-{seq}" for seq in seqs]
+
+
 def parse_event_id(value: str) -> tuple[int, int] | None:
     """`<stream>-<seq>` -> (stream, seq); anything else -> None."""
     stream, sep, seq = value.partition("-")
@@ -373,7 +377,8 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
 
 @own_transaction
 def resume_stream(session_id: str, stream_id: int, seq: int):
-    """A client resuming after event `seq`: its stream and the events to replay, in one statement.
+    """A client resuming after event `seq`: its stream and the events to replay (one statement on
+    PostgreSQL).
 
     The stream must be this session's and still replayable, else None. A request whose
     worker's lease ran out is failed first (so the client gets an error, not silence). The

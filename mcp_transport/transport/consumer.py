@@ -306,7 +306,7 @@ class MCPConsumer(AsyncConsumer):
         if written and written[-1].kind == Event.Kind.FINAL:
             # Answered before the stream existed anywhere but here: one write, nothing to listen for.
             stream.answered = True
-            await self.send_complete(session, b"".join(self.frame(e, retry_ms) for e in events))
+            await self.send_complete(session, self.frames(events, retry_ms))
             self.record_end(conn, "completed")
             return
         listener = await self.listen(stream.id, join=False)
@@ -400,7 +400,7 @@ class MCPConsumer(AsyncConsumer):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
         polling = session.protocol_version >= POLLING_VERSION
         last_seq = max([last_seq, *(e.seq for e in events)])
-        first = b"".join(self.frame(e, retry_ms) for e in events)
+        first = self.frames(events, retry_ms)
         if not first:
             first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
         if ended or any(e.kind == Event.Kind.FINAL for e in events):
@@ -423,10 +423,15 @@ class MCPConsumer(AsyncConsumer):
             heartbeat.disconnected(conn.stream_id, self.log_id, reason)
 
     @staticmethod
-    def frame(event, retry_ms):
-        if event.kind == Event.Kind.PRIMING:
-            return sse.event(event.event_id, "", retry_ms)
-        return sse.event(event.event_id, event.payload)
+    def frames(events: list, retry_ms) -> bytes:
+        """One stream's events as SSE: a priming event (seq 0, first if there) carries `retry`."""
+        head = b""
+        if events and events[0].kind == Event.Kind.PRIMING:
+            head, events = sse.event(events[0].event_id, "", retry_ms), events[1:]
+        if not events:
+            return head
+        return head + sse.events(store.format_event_ids(events[0].stream_id, [e.seq for e in events]),
+                                 [e.payload for e in events])
 
     async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms):
         reason = "client"
@@ -476,7 +481,7 @@ class MCPConsumer(AsyncConsumer):
                 conn.events_sent += len(events)
                 conn.last_event_at = time.monotonic()
                 final = any(e.kind == Event.Kind.FINAL for e in events)
-                await self.send_body(b"".join(self.frame(e, retry_ms) for e in events), more_body=not final)
+                await self.send_body(self.frames(events, retry_ms), more_body=not final)
                 if final:
                     return "completed"
             if ended:
