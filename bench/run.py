@@ -34,7 +34,7 @@ if __package__ in (None, ""):  # run as a script: python bench/run.py
 from bench import scenarios  # noqa: E402
 from bench.server import ROOT, BenchServer, databases, pinning  # noqa: E402
 
-ALL = ("calls", "streams", "resume", "replay", "burst")
+ALL = ("calls", "streams", "resume", "replay", "burst", "growth")
 OUT_DIR = ROOT / "test-output"
 
 
@@ -61,6 +61,10 @@ def parse_args(argv=None):
     parser.add_argument("--replay-rows", type=int, help="replay: rows in the big table (default 1000000; quick 100000)")
     parser.add_argument("--replay-repeats", type=int, help="replay: replays measured per table size (default 15)")
     parser.add_argument("--burst-events", type=int, help="burst: notifications (default 10000; quick 2000)")
+    parser.add_argument("--growth-rows", type=int, help="growth: stored events on the grown server (default 1000000; "
+                                                        "quick 100000)")
+    parser.add_argument("--growth-held", type=int, help="growth: sessions holding a GET stream there (default 1000; "
+                                                        "quick 100)")
     parser.add_argument("--launcher", default="mcp_transport.serve", choices=["mcp_transport.serve", "daphne"],
                         help="the module daphne runs as (python -m ...)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the server and the client to CPUs")
@@ -74,7 +78,8 @@ def parse_args(argv=None):
     quick = args.quick
     defaults = dict(duration=(2.0, 10.0), warmup=(0.5, 2.0), streams=(200, 1000), hold=(2.0, 5.0),
                     repeats=(3, 20), replay_events=(2000, 10_000), replay_rows=(100_000, 1_000_000),
-                    replay_repeats=(3, 15), burst_events=(2000, 10_000))
+                    replay_repeats=(3, 15), burst_events=(2000, 10_000),
+                    growth_rows=(100_000, 1_000_000), growth_held=(100, 1000))
     for name, (small, full) in defaults.items():
         if getattr(args, name) is None:
             setattr(args, name, small if quick else full)
@@ -211,6 +216,15 @@ class Runner:
             "burst", lambda server: scenarios.burst(server.url, count=a.burst_events, pid=server.pid,
                                                     db=server.dbtool())))
 
+    def growth(self):
+        a = self.args
+        log(f"growth: calls C=16 in turns on a fresh server and on one with ~{a.growth_rows} stored events and "
+            f"{a.growth_held} held GET streams, 3 x {a.duration:g} s each")
+        self.results.append(self.run_scenario(
+            "growth", lambda base, grown: scenarios.growth(
+                base.url, grown.url, total_rows=a.growth_rows, held=a.growth_held, duration=a.duration,
+                base_pid=base.pid, grown_pid=grown.pid, grown_db=grown.dbtool()), servers=2))
+
     def run(self) -> list[dict]:
         if self.client_cpu is not None:
             os.sched_setaffinity(0, {self.client_cpu})
@@ -263,6 +277,9 @@ def correctness(result: dict) -> list[str]:
                 wrong.append(f"resume {r['mode']} delay {r['delay']}: {bad} {r['errors']}")
     elif scenario in ("replay", "burst") and not result.get("ok"):
         wrong.append(f"{scenario}: incomplete or out of order")
+    elif scenario == "growth" and not result.get("ok"):
+        wrong.append(f"growth: {result['grown']['held']} held, errors {result['base']['errors']} / "
+                     f"{result['grown']['errors']} {result['setup_errors']}")
     return wrong
 
 
@@ -337,6 +354,20 @@ def rows_for(result: dict) -> list[list[str]]:
             f"{'ok' if result['ok'] else 'FAILED'}: {n(result['notifications'])} in order, "
             f"response {'yes' if result['response'] else 'no'}",
         ]]
+    if scenario == "growth":
+        rows = []
+        for key in ("base", "grown"):
+            part = result[key]
+            what = (f"{n(part['table_rows'])} stored events, {n(part['held'])} held GET streams" if key == "grown"
+                    else "fresh server")
+            extra = f"; x{result['ratio_cpu_grown_base']:.2f} of the fresh server's" if key == "grown" else ""
+            rows.append([
+                "growth", f"SSE C={result['concurrency']}, {what}", f"{n(part['cpu_ms_per_call'], 3)} ms CPU/call",
+                f"median of {result['rounds']} runs in turns: "
+                f"{' / '.join(n(v, 3) for v in part['cpu_ms_per_call_runs'])}{extra}; {n(part['calls_per_s'])} calls/s",
+                "-", mb(part["server_rss_kb"]), f"{'ok' if result['ok'] else 'FAILED'}: {part['errors']} errors",
+            ])
+        return rows
     return []
 
 

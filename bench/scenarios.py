@@ -7,6 +7,8 @@ resume   `progress` with K notifications; the POST stream is dropped after the f
 replay   one stream of N stored events replayed with GET + Last-Event-ID, in turns from two servers:
          one whose events table holds about N rows, one with about a million
 burst    `progress` with N notifications and no delay: events stored and delivered per second
+growth   `calls` in turns on a fresh server and on one holding a million stored events and a
+         thousand sessions with their GET streams: per-call CPU on each
 
 Every loop is bounded in count and in time; every connection is closed before a scenario returns.
 `pid` (the server's) is only read, in /proc, for CPU and RSS.
@@ -202,6 +204,25 @@ async def _hold(session: MCPSession, conn: Connection, state: dict, timeout: flo
         state["first"].set()
 
 
+async def _open_gets(sessions: list, timeout: float, hold_timeout: float) -> tuple[list[dict], list]:
+    """A GET stream held for each (session, connection), at most SETUP_PARALLEL opening at once,
+    within `timeout`: -> (their states, the tasks holding them)."""
+    states = [{"first": asyncio.Event(), "opened": False} for _ in sessions]
+    holders = []
+    deadline = time.monotonic() + timeout
+    for start in range(0, len(sessions), SETUP_PARALLEL):
+        batch = range(start, min(start + SETUP_PARALLEL, len(sessions)))
+        for i in batch:
+            session, conn = sessions[i]
+            holders.append(asyncio.ensure_future(_hold(session, conn, states[i], hold_timeout)))
+        try:
+            await asyncio.wait_for(asyncio.gather(*(states[i]["first"].wait() for i in batch)),
+                                   max(0.1, deadline - time.monotonic()))
+        except TimeoutError:
+            break
+    return states, holders
+
+
 async def streams(url: str, *, count: int = 1000, hold: float = 5.0, pid: int | None = None,
                   timeout: float = 120.0, warm: int = 10) -> dict:
     """S sessions each holding a GET stream; KB per session and stream from the server's VmRSS."""
@@ -230,20 +251,8 @@ async def streams(url: str, *, count: int = 1000, hold: float = 5.0, pid: int | 
     await asyncio.sleep(0.5)
     rss["sessions"] = procstat.rss_kb(pid) if pid else None
 
-    states = [{"first": asyncio.Event(), "opened": False} for _ in sessions]
-    holders = []
-    deadline = time.monotonic() + timeout
-    for start in range(0, len(sessions), SETUP_PARALLEL):  # at most SETUP_PARALLEL GETs opening at once
-        batch = range(start, min(start + SETUP_PARALLEL, len(sessions)))
-        for i in batch:
-            session, conn = sessions[i]
-            # A safety bound only: the first streams wait for all the others to open, then the hold.
-            holders.append(asyncio.ensure_future(_hold(session, conn, states[i], 3 * timeout + hold)))
-        try:
-            await asyncio.wait_for(asyncio.gather(*(states[i]["first"].wait() for i in batch)),
-                                   max(0.1, deadline - time.monotonic()))
-        except TimeoutError:
-            break
+    # A safety bound only: the first streams wait for all the others to open, then the hold.
+    states, holders = await _open_gets(sessions, timeout, 3 * timeout + hold)
     open_s = time.monotonic() - t_start
     await asyncio.sleep(0.5)
     rss["streams_open"] = procstat.rss_kb(pid) if pid else None
@@ -445,6 +454,56 @@ async def resume(url: str, *, count: int = 50, delays=(0.02, 0.001, 0.0), modes=
               for key in ("lost", "duplicated", "out_of_order", "id_regressions", "missing_response")}
     return {"scenario": "resume", "count": count, "repeats": repeats, "results": results,
             **{f"{k}_total": v for k, v in totals.items()}, "ok": not any(totals.values())}
+
+
+async def growth(base_url: str, grown_url: str, *, total_rows: int = 1_000_000, held: int = 1000,
+                 concurrency: int = 16, duration: float = 4.0, rounds: int = 3, base_pid: int | None = None,
+                 grown_pid: int | None = None, grown_db=None, timeout: float = 120.0) -> dict:
+    """Per-call CPU on a fresh server against one grown: `total_rows` stored events and `held`
+    sessions holding their GET streams through the calls. The `calls` runs alternate between
+    the two servers (`rounds` each), so the machine's drift falls on both alike."""
+    out = {"scenario": "growth", "concurrency": concurrency, "rounds": rounds}
+    if grown_db is not None:
+        rows = await asyncio.to_thread(grown_db.count)
+        if total_rows > rows:
+            out["fill"] = await asyncio.to_thread(grown_db.fill, total_rows - rows)
+    opened = await bounded(SETUP_PARALLEL, [open_session(grown_url) for _ in range(held)])
+    setup_errors = [short(r) for r in opened if isinstance(r, BaseException)]
+    await asyncio.gather(*(conn.close() for _, conn in (r for r in opened if not isinstance(r, BaseException))))
+    sessions = [(session, session.connection()) for session, _ in
+                (r for r in opened if not isinstance(r, BaseException))]
+    states, holders = await _open_gets(sessions, timeout, 3 * timeout + rounds * 2 * (duration + 5))
+    runs = {"base": [], "grown": []}
+    try:
+        for round_ in range(rounds):
+            sides = [("base", base_url, base_pid), ("grown", grown_url, grown_pid)]
+            for key, url, pid in sides if round_ % 2 else sides[::-1]:
+                runs[key].append(await calls(url, concurrency=concurrency, duration=duration, warmup=0.5, pid=pid))
+        still_held = sum(1 for s in states if s["opened"] and "ended" not in s)
+    finally:
+        await bounded(SETUP_PARALLEL, [end_session(session, None) for session, _ in sessions])
+        for task in holders:
+            task.cancel()
+        await asyncio.gather(*holders, return_exceptions=True)
+        for _, conn in sessions:
+            conn.abort()
+    for key, db in (("base", None), ("grown", grown_db)):
+        cpu = [r["server_cpu_ms_per_call"] for r in runs[key] if r["server_cpu_ms_per_call"] is not None]
+        out[key] = {
+            "table_rows": await asyncio.to_thread(db.count) if db else None,
+            "held": still_held if key == "grown" else 0,
+            "calls_per_s": statistics.median(r["calls_per_s"] or 0 for r in runs[key]),
+            "cpu_ms_per_call": statistics.median(cpu) if cpu else None,
+            "cpu_ms_per_call_runs": cpu,
+            "errors": sum(r["errors"] + r["wrong_results"] for r in runs[key]),
+            "server_rss_kb": runs[key][-1]["server_rss_kb"],
+        }
+    base, grown = out["base"]["cpu_ms_per_call"], out["grown"]["cpu_ms_per_call"]
+    out["ratio_cpu_grown_base"] = round(grown / base, 3) if base and grown else None
+    out["setup_errors"] = setup_errors[:5]
+    out["ok"] = (not setup_errors and still_held == held and out["base"]["errors"] == 0
+                 and out["grown"]["errors"] == 0)
+    return out
 
 
 # burst and replay

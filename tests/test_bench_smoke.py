@@ -109,3 +109,14 @@ def test_sse_parser_split_anywhere():
         events = parser.feed(stream[:cut]) + parser.feed(stream[cut:])
         assert [(e.id, e.data) for e in events] == [("7-0", ""), ("7-1", '{"a":\n1}'), ("7-2", "x"), ("7-3", "y")]
         assert parser.retry == 500 and parser.comments == 1 and parser.last_id == "7-3"
+
+
+def test_growth():
+    with served() as base, served() as grown:
+        r = asyncio.run(scenarios.growth(base.url, grown.url, total_rows=3000, held=5, concurrency=2, duration=1,
+                                         rounds=2, base_pid=base.proc.pid, grown_pid=grown.proc.pid,
+                                         grown_db=dbtool(grown)))
+    assert r["ok"], r
+    assert r["grown"]["held"] == 5 and r["grown"]["table_rows"] >= 3000
+    assert len(r["base"]["cpu_ms_per_call_runs"]) == 2 and r["ratio_cpu_grown_base"] is not None
+    renders(r)
