@@ -204,6 +204,18 @@ async def _hold(session: MCPSession, conn: Connection, state: dict, timeout: flo
         state["first"].set()
 
 
+async def _sessions_for_gets(url: str, count: int) -> tuple[list, list[str]]:
+    """`count` sessions, each with a new connection for its GET: -> ((session, connection)s, errors).
+
+    Each GET on a connection of its own, as an SDK client opens it: the server (Twisted: after
+    60 s) may close a keep-alive connection left idle while thousands of others are set up."""
+    opened = await bounded(SETUP_PARALLEL, [open_session(url) for _ in range(count)])
+    ok = [r for r in opened if not isinstance(r, BaseException)]
+    await asyncio.gather(*(conn.close() for _, conn in ok))
+    errors = [short(r) for r in opened if isinstance(r, BaseException)]
+    return [(session, session.connection()) for session, _ in ok], errors
+
+
 async def _open_gets(sessions: list, timeout: float, hold_timeout: float) -> tuple[list[dict], list]:
     """A GET stream held for each (session, connection), at most SETUP_PARALLEL opening at once,
     within `timeout`: -> (their states, the tasks holding them)."""
@@ -241,13 +253,7 @@ async def streams(url: str, *, count: int = 1000, hold: float = 5.0, pid: int | 
     rss = {"before": procstat.rss_kb(pid) if pid else None}
     fds_before = procstat.open_fds(pid) if pid else None
 
-    opened = await bounded(SETUP_PARALLEL, [open_session(url) for _ in range(count)])
-    setup_errors = [short(r) for r in opened if isinstance(r, BaseException)]
-    # Each GET on a connection of its own, as an SDK client opens it: the server (Twisted: after
-    # 60 s) may close a keep-alive connection left idle while thousands of others are set up.
-    await asyncio.gather(*(conn.close() for _, conn in (r for r in opened if not isinstance(r, BaseException))))
-    sessions = [(session, session.connection()) for session, _ in
-                (r for r in opened if not isinstance(r, BaseException))]
+    sessions, setup_errors = await _sessions_for_gets(url, count)
     await asyncio.sleep(0.5)
     rss["sessions"] = procstat.rss_kb(pid) if pid else None
 
@@ -467,11 +473,7 @@ async def growth(base_url: str, grown_url: str, *, total_rows: int = 1_000_000, 
         rows = await asyncio.to_thread(grown_db.count)
         if total_rows > rows:
             out["fill"] = await asyncio.to_thread(grown_db.fill, total_rows - rows)
-    opened = await bounded(SETUP_PARALLEL, [open_session(grown_url) for _ in range(held)])
-    setup_errors = [short(r) for r in opened if isinstance(r, BaseException)]
-    await asyncio.gather(*(conn.close() for _, conn in (r for r in opened if not isinstance(r, BaseException))))
-    sessions = [(session, session.connection()) for session, _ in
-                (r for r in opened if not isinstance(r, BaseException))]
+    sessions, setup_errors = await _sessions_for_gets(grown_url, held)
     states, holders = await _open_gets(sessions, timeout, 3 * timeout + rounds * 2 * (duration + 5))
     runs = {"base": [], "grown": []}
     try:

@@ -80,6 +80,7 @@ def format_event_id(stream_id: int, seq: int) -> str:
 
 
 def format_event_ids(stream_id: int, seqs) -> list[str]:
+    """format_event_id for a replay's many events, in one comprehension."""
     return [f"{stream_id}-{seq}" for seq in seqs]
 
 
