@@ -4,6 +4,7 @@ import threading
 from datetime import timedelta
 
 import pytest
+from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
@@ -13,14 +14,34 @@ from mcp_transport.streams import store
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-@pytest.fixture(params=["raw SQL", "ORM"])
-def write_path(request, monkeypatch):
-    """The hot writes use raw SQL on SQLite and PostgreSQL and the ORM elsewhere: test both."""
-    if request.param == "ORM":
-        from mcp_transport.streams import hotsql
+POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
 
+
+@pytest.fixture(params=["raw SQL", "ORM", *(["prepared"] if POSTGRES else [])])
+def write_path(request, monkeypatch):
+    """The hot writes use raw SQL on SQLite and PostgreSQL (prepared there where the project
+    allows it) and the ORM elsewhere: test every path."""
+    from django.db import connections
+
+    from mcp_transport.streams import hotsql
+    from mcp_transport.streams.executor import executor
+
+    if request.param == "ORM":
         monkeypatch.setattr(hotsql, "hot", lambda db: None)
-    return request.param
+    if request.param != "prepared":
+        yield request.param
+        return
+
+    def reconnect():
+        connections["default"].close()
+        executor.close()
+
+    # As a project allows it: the option applies to the connections made from now on.
+    monkeypatch.setitem(connections["default"].settings_dict.setdefault("OPTIONS", {}), "prepare_threshold", 5)
+    reconnect()
+    yield request.param
+    monkeypatch.undo()
+    reconnect()
 
 
 def new_session(sid="s1", version="2025-11-25"):
@@ -228,6 +249,12 @@ def test_the_hot_path_stores_what_the_orm_would(write_path):
     events = list(Event.objects.filter(stream_id=stream_id).order_by("seq").values_list("seq", "kind", "payload"))
     assert events == [(0, "priming", ""), (1, "message", "a"), (2, "final", "b")]
     assert Stream.objects.filter(created_at__gte=before, created_at__lte=after, pk=stream_id).exists()
+    if POSTGRES and write_path != "ORM":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT statement FROM pg_prepared_statements")
+            prepared = [row[0] for row in cursor.fetchall()]
+        # Only where the project allows it (DATABASES OPTIONS prepare_threshold): PgBouncer.
+        assert any("json_to_recordset" in sql for sql in prepared) == (write_path == "prepared")
     if connection.vendor == "sqlite" and write_path == "raw SQL":
         raw = connection.cursor().execute("SELECT CAST(created_at AS TEXT) FROM mcp_transport_stream WHERE id = %s",
                                           [stream_id]).fetchone()[0]
@@ -279,10 +306,11 @@ async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(wr
 
     monkeypatch.setattr(store.open_request_stream, "many", counted)
     await sync_to_async(new_session)()
-    shapes = [(True, ["r0"]), (True, ["r1"]), (False, ["r2"]), (False, [])]  # 2, 2, 1 and 0 events
+    # 2, 2, 1 and 0 events; text that quoting or a JSON round trip could get wrong
+    shapes = [(True, ['{"q": "\\"r0\\" \\\\ \\u00e9"}']), (True, ["r1 \"'\\ \n\t é 🎉 \x7f"]), (False, ["r2"]), (False, [])]
     pendings = [store.PendingStream() for _ in shapes]
     futures = [
-        executor.submit(store.open_request_stream, "s1", method="tools/call", request_id=str(i), prime=prime,
+        executor.submit(store.open_request_stream, "s1", method="tools/call", request_id=f'"{i}\\', prime=prime,
                         pending=pendings[i], writes=[(payloads, Stream.Status.COMPLETED)] if payloads else ())
         for i, (prime, payloads) in enumerate(shapes)
     ]
@@ -295,7 +323,7 @@ async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(wr
         assert stored == ([[store.StoredEvent(stream_id, 1, "final", payloads[0])]] if payloads else [])
         stream = await sync_to_async(Stream.objects.get)(pk=stream_id)
         assert (stream.request_id, stream.status, stream.last_seq) == (
-            str(i), "completed" if payloads else "open", len(payloads))
+            f'"{i}\\', "completed" if payloads else "open", len(payloads))
         events, _ = await store.aevents_after(stream_id, -1)
         assert [(e.seq, e.payload) for e in events] == [(0, "")] * prime + [(1, p) for p in payloads]
 

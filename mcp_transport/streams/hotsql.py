@@ -8,6 +8,7 @@ Everything else in the store goes through the ORM; other vendors take the ORM pa
 """
 from __future__ import annotations
 
+import json
 import sqlite3
 from datetime import timezone
 from functools import lru_cache
@@ -29,6 +30,9 @@ FOUND_COLUMNS = ("kind", "method", "tool_name", "status", "last_seq", "reconnect
 # Plain strings: a driver may adapt an Enum by its name.
 OPEN = str(Stream.Status.OPEN)
 REQUEST, STANDALONE = str(Stream.Kind.REQUEST), str(Stream.Kind.STANDALONE)
+# The keys of JSON records (PostgreSQL): a stream's in `open_many` (its place, then its columns), an event's.
+STREAM_KEYS = ("o", *(Stream._meta.get_field(name).column for name in STREAM_COLUMNS))
+EVENT_KEYS = tuple(Event._meta.get_field(name).column for name in EVENT_COLUMNS[1:4])
 PRIMING, MESSAGE, FINAL = str(Event.Kind.PRIMING), str(Event.Kind.MESSAGE), str(Event.Kind.FINAL)
 
 
@@ -72,17 +76,25 @@ def _statements(vendor: str) -> dict[str, str]:
                           f"{values(len(CONNECTION_COLUMNS))} RETURNING id",
     }
     if vendor == "postgresql":
-        # One round trip instead of two: the events go in with the row that numbers them.
+        # Every PostgreSQL statement here has one fixed text, so that it can be prepared: a list of
+        # rows goes in as one JSON parameter, read by json_to_recordset. One C-encoded string costs
+        # the database thread less than a parameter per value (or a list per column, which psycopg
+        # adapts element by element in Python), and PostgreSQL parses it once.
+        def record(model, names):
+            return ", ".join(f"{quote(model._meta.get_field(name).column)} "
+                             f"{model._meta.get_field(name).cast_db_type(db)}" for name in names)
+
         events = f"INSERT INTO {event} ({columns(Event, EVENT_COLUMNS)}) SELECT "
-        rows = " CROSS JOIN (VALUES {rows}) AS v(seq, kind, payload)"
+        event_record = record(Event, EVENT_COLUMNS[1:4])
+        event_records = f"json_to_recordset(%s::json) AS v({event_record})"
+        # One round trip instead of two: the events go in with the row that numbers them.
         statements["open_with_events"] = (
-            f"WITH s AS ({insert_stream}) {events}s.id, v.seq, v.kind, v.payload, %s FROM s{rows} RETURNING stream_id"
+            f"WITH s AS ({insert_stream}) {events}s.id, v.seq, v.kind, v.payload, %s FROM s "
+            f"CROSS JOIN {event_records} RETURNING stream_id"
         )
-        statements["append_events"] = (
-            f"WITH b AS ({{bump}}) {events}%s, b.last_seq - %s + v.seq, v.kind, v.payload, %s FROM b{rows} "
-            f"RETURNING seq"
-        )
-        statements["pg_row"] = "(%s::integer, %s::text, %s::text)"
+        append = f"{events}%s, b.last_seq - %s + v.seq, v.kind, v.payload, %s FROM b CROSS JOIN {event_records} RETURNING seq"
+        statements["append_events"] = f"WITH b AS ({statements['bump']}) {append}"
+        statements["append_events_finish"] = f"WITH b AS ({statements['bump_finish']}) {append}"
         # The stream's row first (as seq -1), then its events: one round trip, and each event's row
         # without the stream's columns again (a join's rows took 17 ms for 10,000 events, these 10).
         nulls = ", ".join(["NULL"] * (len(FOUND_COLUMNS) + 1))
@@ -92,24 +104,17 @@ def _statements(vendor: str) -> dict[str, str]:
             f"SELECT {nulls}, e.seq, e.kind, e.payload FROM {event} e JOIN s ON e.stream_id = s.id "
             f"WHERE e.seq > %s ORDER BY seq"
         )
-
-        def arrays(model, names):
-            return ", ".join(f"%s::{model._meta.get_field(name).cast_db_type(db)}[]" for name in names)
-
-        # Several streams and their events in one statement: each column is an array, the stream
-        # ids are drawn first, so that each event can name its stream by its place in the arrays.
-        names = [f"c{i}" for i in range(len(STREAM_COLUMNS))]
-        slots = ", ".join("v." + name for name in names)
+        # Several streams and their events in one statement. The stream ids are drawn first, so
+        # that each event can name its stream by its place `o` in the list.
         pk = Stream._meta.pk.column
         statements["open_many"] = (
-            f"WITH v AS (SELECT * FROM unnest({arrays(Stream, STREAM_COLUMNS)}) WITH ORDINALITY "
-            f"AS v({', '.join(names)}, ord)), "
-            f"i AS (SELECT ord, nextval(pg_get_serial_sequence('{stream}', '{pk}')) AS id FROM v), "
+            f"WITH v AS (SELECT * FROM json_to_recordset(%s::json) AS v(o integer, {record(Stream, STREAM_COLUMNS)})), "
+            f"i AS (SELECT o, nextval(pg_get_serial_sequence('{stream}', '{pk}')) AS id FROM v), "
             f"s AS (INSERT INTO {stream} ({quote(pk)}, {columns(Stream, STREAM_COLUMNS)}) "
-            f"SELECT i.id, {slots} FROM v JOIN i USING (ord)), "
-            f"e AS ({events}i.id, x.seq, x.kind, x.payload, %s FROM unnest(%s::bigint[], "
-            f"{arrays(Event, EVENT_COLUMNS[1:4])}) AS x(ord, seq, kind, payload) JOIN i USING (ord)) "
-            f"SELECT id FROM i ORDER BY ord"
+            f"SELECT i.id, {columns(Stream, STREAM_COLUMNS, 'v.')} FROM v JOIN i USING (o)), "
+            f"e AS ({events}i.id, x.seq, x.kind, x.payload, %s FROM json_to_recordset(%s::json) "
+            f"AS x(o integer, {event_record}) JOIN i USING (o)) "
+            f"SELECT id FROM i ORDER BY o"
         )
         statements["connect_and_log"] = f"WITH u AS ({statements['connect']}) {statements['log_connection']}"
     return statements
@@ -123,21 +128,28 @@ class HotSQL:
         self.postgres = db.vendor == "postgresql"
         # Django's SQLite cursor rewrites `%s` to `?` in every query: the base class does not.
         self.cursor = sqlite3.Cursor(self.raw) if db.vendor == "sqlite" else self.raw.cursor()
+        self.prepared = None
+        if self.postgres and prepares(self.raw):
+            import psycopg
+
+            self.prepared = psycopg.Cursor(self.raw)  # server-side binding: what preparing needs
         self.sql = _statements(db.vendor)
         if db.vendor == "sqlite" and settings.USE_TZ and db.timezone is timezone.utc:
             self.adapt_time = _utc_text
         else:
             self.adapt_time = db.ops.adapt_datetimefield_value
 
+    def run(self, sql: str, params):
+        """Every statement's one way in: on PostgreSQL, prepared where the project allows it."""
+        if self.prepared is not None:
+            return self.prepared.execute(sql, params, prepare=True)
+        return self.cursor.execute(sql, params)
+
     def open_stream(self, values: tuple, events: list[tuple], at) -> int:
         """A stream row (STREAM_COLUMNS, datetimes adapted) and its first events (seq, kind, payload)."""
         if events and self.postgres:
-            rows = ", ".join([self.sql["pg_row"]] * len(events))
-            self.cursor.execute(self.sql["open_with_events"].format(rows=rows),
-                                [*values, at, *(value for event in events for value in event)])
-            return self.cursor.fetchone()[0]
-        self.cursor.execute(self.sql["insert_stream"], values)
-        stream_id = self.cursor.fetchone()[0]
+            return self.run(self.sql["open_with_events"], [*values, at, _event_records(events)]).fetchone()[0]
+        stream_id = self.run(self.sql["insert_stream"], values).fetchone()[0]
         if events:
             self.insert_events([(stream_id, seq, kind, payload, at) for seq, kind, payload in events])
         return stream_id
@@ -145,15 +157,16 @@ class HotSQL:
     def open_streams(self, streams: list[tuple[tuple, list[tuple]]], at) -> list[int]:
         """open_stream for several streams; on PostgreSQL in one statement (one round trip, and
         atomic without a transaction around it). One stream alone takes open_stream's plainer
-        statement: through `open_many` it cost 1.6 ms of the database thread instead of 1.0."""
+        statement: unprepared, `open_many` cost PostgreSQL 0.7-1.0 ms of CPU for it instead of 0.5."""
         if not self.postgres or len(streams) == 1:
             return [self.open_stream(values, events, at) for values, events in streams]
-        columns = [list(column) for column in zip(*(values for values, _ in streams))]
-        events = [(place, *event) for place, (_, stream_events) in enumerate(streams, 1) for event in stream_events]
-        self.cursor.execute(self.sql["open_many"], [
-            *columns, at, *([list(column) for column in zip(*events)] or [[]] * 4),
+        rows = [dict(zip(STREAM_KEYS, (place, *values))) for place, (values, _) in enumerate(streams)]
+        events = [dict(zip(("o", *EVENT_KEYS), (place, *event)))
+                  for place, (_, stream_events) in enumerate(streams) for event in stream_events]
+        cursor = self.run(self.sql["open_many"], [
+            json.dumps(rows, default=str, ensure_ascii=False), at, json.dumps(events, ensure_ascii=False),
         ])
-        return [row[0] for row in self.cursor.fetchall()]
+        return [row[0] for row in cursor.fetchall()]
 
     def find_and_replay(self, session_id: str, stream_id: int, seq: int, cutoff, now):
         """If the stream is this session's and was not finished before `cutoff`: (FOUND_COLUMNS and
@@ -162,42 +175,36 @@ class HotSQL:
         On PostgreSQL in one statement (one round trip); SQLite has no round trips, and two statements
         took it 15 ms for 10,000 events where a join, whose rows repeat the stream's columns, took 35."""
         if not self.postgres:
-            self.cursor.execute(self.sql["find"], (now, stream_id, session_id, cutoff))
-            found = self.cursor.fetchone()
+            found = self.run(self.sql["find"], (now, stream_id, session_id, cutoff)).fetchone()
             return None if found is None else (found, self.events_after(stream_id, seq))
-        self.cursor.execute(self.sql["find_and_replay"], (now, stream_id, session_id, cutoff, seq))
-        rows = self.cursor.fetchall()
+        rows = self.run(self.sql["find_and_replay"], (now, stream_id, session_id, cutoff, seq)).fetchall()
         if not rows:
             return None
         width = len(FOUND_COLUMNS) + 1
         return rows[0][:width], [row[width:] for row in rows[1:]]
 
     def find_standalone(self, session_id: str) -> tuple[int, int] | None:
-        self.cursor.execute(self.sql["find_standalone"], (session_id, STANDALONE))
-        return self.cursor.fetchone()
+        return self.run(self.sql["find_standalone"], (session_id, STANDALONE)).fetchone()
 
     def status(self, stream_id: int) -> str | None:
-        self.cursor.execute(self.sql["status"], (stream_id,))
-        row = self.cursor.fetchone()
+        row = self.run(self.sql["status"], (stream_id,)).fetchone()
         return row[0] if row else None
 
     def events_after(self, stream_id: int, seq: int) -> list[tuple[int, str, str]]:
-        self.cursor.execute(self.sql["events_after"], (stream_id, seq))
-        return self.cursor.fetchall()
+        return self.run(self.sql["events_after"], (stream_id, seq)).fetchall()
 
     def connect(self, stream_id: int, worker: str, resumed_from: int | None, policy: str, retry_ms, at) -> int:
         """The stream is held by `worker` from now; its timeline gets a row: -> that row's id."""
         update = (worker, at, policy, retry_ms, 0 if resumed_from is None else 1, stream_id)
         log = (stream_id, worker, at, None, resumed_from, "")
         if self.postgres:
-            self.cursor.execute(self.sql["connect_and_log"], update + log)
-        else:
-            self.cursor.execute(self.sql["connect"], update)
-            self.cursor.execute(self.sql["log_connection"], log)
-        return self.cursor.fetchone()[0]
+            return self.run(self.sql["connect_and_log"], update + log).fetchone()[0]
+        self.run(self.sql["connect"], update)
+        return self.run(self.sql["log_connection"], log).fetchone()[0]
 
     def insert_events(self, rows: list[tuple]):
-        """rows: EVENT_COLUMNS in order, datetimes adapted."""
+        """rows: EVENT_COLUMNS in order, datetimes adapted (SQLite; PostgreSQL inserts events with
+        the statement that numbers them)."""
         sql = self.sql["insert_events"] + ", ".join([self.sql["event_row"]] * len(rows))
         self.cursor.execute(sql, [value for row in rows for value in row])
 
@@ -206,18 +213,15 @@ class HotSQL:
         last sequence number, or None if the stream is not open."""
         count = len(payloads)
         if finish:
-            bump, params = self.sql["bump_finish"], [count, at, str(finish), at, stream_id, OPEN]
+            name, params = "bump_finish", [count, at, str(finish), at, stream_id, OPEN]
         else:
-            bump, params = self.sql["bump"], [count, at, stream_id, OPEN]
+            name, params = "bump", [count, at, stream_id, OPEN]
         if self.postgres and count:
-            rows = ", ".join([self.sql["pg_row"]] * count)
-            values = (v for i, (kind, payload) in enumerate(zip(kinds, payloads)) for v in (i + 1, kind, payload))
-            self.cursor.execute(self.sql["append_events"].format(bump=bump, rows=rows),
-                                [*params, stream_id, count, at, *values])
-            seqs = [row[0] for row in self.cursor.fetchall()]
+            records = _event_records((i + 1, kind, payload) for i, (kind, payload) in enumerate(zip(kinds, payloads)))
+            sql = self.sql["append_events_finish" if finish else "append_events"]
+            seqs = [row[0] for row in self.run(sql, [*params, stream_id, count, at, records]).fetchall()]
             return max(seqs) if seqs else None
-        self.cursor.execute(bump, params)
-        row = self.cursor.fetchone()
+        row = self.run(self.sql[name], params).fetchone()
         if row is None:
             return None
         last = row[0]
@@ -227,11 +231,24 @@ class HotSQL:
         return last
 
 
+def _event_records(events) -> str:
+    """(seq, kind, payload) rows as the JSON that the PostgreSQL statements read with json_to_recordset."""
+    return json.dumps([dict(zip(EVENT_KEYS, event)) for event in events], ensure_ascii=False)
+
+
 def _utc_text(value) -> str:
     """What Django's SQLite backend stores for an aware datetime when the database is in UTC."""
     if value.tzinfo is not timezone.utc:
         value = value.astimezone(timezone.utc)
     return str(value.replace(tzinfo=None))
+
+
+def prepares(raw) -> bool:
+    """Whether the project allows prepared statements on this psycopg connection: DATABASES
+    OPTIONS "prepare_threshold" set. Django's default (None) keeps PgBouncer's transaction
+    pooling working; then the statements are parsed and planned every time (a third more of
+    PostgreSQL's CPU per call, BENCHMARKS.md)."""
+    return getattr(raw, "prepare_threshold", None) is not None
 
 
 def hot(db) -> HotSQL | None:
