@@ -18,7 +18,7 @@ DATABASES = {
         "CONN_MAX_AGE": None,
         "CONN_HEALTH_CHECKS": True,
         # Lets mcp_transport prepare its hot statements (Django's own queries stay unprepared with its
-        # default client-side binding): a third less PostgreSQL CPU per call. Remove it behind
+        # default client-side binding): a fifth less PostgreSQL CPU per call. Remove it behind
         # PgBouncer in transaction mode before 1.21 (or without max_prepared_statements).
         "OPTIONS": {"prepare_threshold": 5},
     }
