@@ -32,9 +32,10 @@ if __package__ in (None, ""):  # run as a script: python bench/run.py
     __package__ = "bench"
 
 from bench import scenarios  # noqa: E402
-from bench.server import ROOT, BenchServer, databases, pinning  # noqa: E402
+from bench.server import APP, FLOOR, ROOT, BenchServer, databases, pinning  # noqa: E402
 
 ALL = ("calls", "streams", "resume", "replay", "burst", "growth")
+GROWTH_PARTS = ("rows", "streams", "floor")
 OUT_DIR = ROOT / "test-output"
 
 
@@ -131,8 +132,8 @@ class Runner:
         self.dbs = None
         self.results: list[dict] = []
 
-    def serve(self, transport: dict | None = None) -> BenchServer:
-        return BenchServer(self.dbs, transport, self.server_cpu, launcher=self.args.launcher).start()
+    def serve(self, transport: dict | None = None, app: str = APP) -> BenchServer:
+        return BenchServer(self.dbs, transport, self.server_cpu, launcher=self.args.launcher, app=app).start()
 
     def finish(self, server: BenchServer, result: dict | list):
         """Stop the server; attach what its log says went wrong."""
@@ -148,13 +149,13 @@ class Runner:
         if not problems and not self.args.keep_logs:
             server.remove_log()
 
-    def run_scenario(self, name: str, make, transport: dict | None = None, servers: int = 1) -> dict | list:
-        """`make(server, ...)` against `servers` fresh servers, each with a database of its own."""
+    def run_scenario(self, name: str, make, transport: dict | None = None, apps=(APP,)) -> dict | list:
+        """`make(server, ...)` against fresh servers of `apps`, each project with a database of its own."""
         started = []
         result: dict | list = {"scenario": name, "error": "did not run"}
         try:
-            for _ in range(servers):
-                started.append(self.serve(transport))
+            for app in apps:
+                started.append(self.serve(transport, app))
         except Exception as exc:  # noqa: BLE001 (reported in the table; the other scenarios still run)
             log(f"{name}: the server did not start: {exc}")
             result = {"scenario": name, "error": f"the server did not start: {str(exc).strip().splitlines()[-1]}"}
@@ -207,7 +208,7 @@ class Runner:
         self.results.append(self.run_scenario(
             "replay", lambda small, large: scenarios.replay(
                 small.url, large.url, count=a.replay_events, total_rows=a.replay_rows, repeats=a.replay_repeats,
-                small_db=small.dbtool(), large_db=large.dbtool(), pid=large.pid), servers=2))
+                small_db=small.dbtool(), large_db=large.dbtool(), pid=large.pid), apps=(APP, APP)))
 
     def burst(self):
         a = self.args
@@ -218,12 +219,14 @@ class Runner:
 
     def growth(self):
         a = self.args
-        log(f"growth: calls C=16 in turns on a fresh server and on one with ~{a.growth_rows} stored events and "
-            f"{a.growth_held} held GET streams, 3 x {a.duration:g} s each")
+        log(f"growth: calls C=16 in turns, 3 x {a.duration:g} s each side: a fresh server against one with "
+            f"~{a.growth_rows} stored events; with {a.growth_held} held GET streams against none, on the project "
+            f"and on the bare app")
         self.results.append(self.run_scenario(
-            "growth", lambda base, grown: scenarios.growth(
-                base.url, grown.url, total_rows=a.growth_rows, held=a.growth_held, duration=a.duration,
-                base_pid=base.pid, grown_pid=grown.pid, grown_db=grown.dbtool()), servers=2))
+            "growth", lambda base, grown, floor: scenarios.growth(
+                base.url, grown.url, floor.url, total_rows=a.growth_rows, held=a.growth_held, duration=a.duration,
+                base_pid=base.pid, grown_pid=grown.pid, floor_pid=floor.pid, grown_db=grown.dbtool()),
+            apps=(APP, APP, FLOOR)))
 
     def run(self) -> list[dict]:
         if self.client_cpu is not None:
@@ -277,9 +280,12 @@ def correctness(result: dict) -> list[str]:
                 wrong.append(f"resume {r['mode']} delay {r['delay']}: {bad} {r['errors']}")
     elif scenario in ("replay", "burst") and not result.get("ok"):
         wrong.append(f"{scenario}: incomplete or out of order")
-    elif scenario == "growth" and not result.get("ok"):
-        wrong.append(f"growth: {result['grown']['held']} held, errors {result['base']['errors']} / "
-                     f"{result['grown']['errors']} {result['setup_errors']}")
+    elif scenario == "growth":
+        for key in GROWTH_PARTS:
+            part = result.get(key)
+            if part and not part["ok"]:
+                wrong.append(f"growth {key}: {part['with'].get('held', '-')} of {result['held']} held, errors "
+                             f"{part['without']['errors']} / {part['with']['errors']} {part.get('setup_errors', '')}")
     return wrong
 
 
@@ -356,16 +362,26 @@ def rows_for(result: dict) -> list[list[str]]:
         ]]
     if scenario == "growth":
         rows = []
-        for key in ("base", "grown"):
-            part = result[key]
-            what = (f"{n(part['table_rows'])} stored events, {n(part['held'])} held GET streams" if key == "grown"
-                    else "fresh server")
-            extra = f"; x{result['ratio_cpu_grown_base']:.2f} of the fresh server's" if key == "grown" else ""
+        for key in GROWTH_PARTS:
+            part = result.get(key)
+            if not part:
+                continue
+            without, with_ = part["without"], part["with"]
+            if key == "rows":
+                what = f"{n(with_['table_rows'])} stored events against a fresh server"
+            else:
+                what = (f"{'the bare app (bench/floor.py), ' if key == 'floor' else ''}"
+                        f"{n(with_['held'])} sessions holding GET streams against none")
+            runs = " / ".join(n(v, 3) for v in without["cpu_ms_per_call_runs"])
+            runs_with = " / ".join(n(v, 3) for v in with_["cpu_ms_per_call_runs"])
             rows.append([
-                "growth", f"SSE C={result['concurrency']}, {what}", f"{n(part['cpu_ms_per_call'], 3)} ms CPU/call",
-                f"median of {result['rounds']} runs in turns: "
-                f"{' / '.join(n(v, 3) for v in part['cpu_ms_per_call_runs'])}{extra}; {n(part['calls_per_s'])} calls/s",
-                "-", mb(part["server_rss_kb"]), f"{'ok' if result['ok'] else 'FAILED'}: {part['errors']} errors",
+                "growth", f"SSE C={result['concurrency']}, {what}",
+                f"x{part['ratio']:.2f} CPU/call" if part["ratio"] else "-",
+                f"{n(without['cpu_ms_per_call'], 3)} -> {n(with_['cpu_ms_per_call'], 3)} ms, medians of "
+                f"{result['rounds']} runs in turns ({runs} against {runs_with}); "
+                f"{n(without['calls_per_s'])} -> {n(with_['calls_per_s'])} calls/s",
+                "-", f"{mb(without['server_rss_kb'])} -> {mb(with_['server_rss_kb'])}",
+                f"{'ok' if part['ok'] else 'FAILED'}: {without['errors'] + with_['errors']} errors",
             ])
         return rows
     return []

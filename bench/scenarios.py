@@ -7,8 +7,9 @@ resume   `progress` with K notifications; the POST stream is dropped after the f
 replay   one stream of N stored events replayed with GET + Last-Event-ID, in turns from two servers:
          one whose events table holds about N rows, one with about a million
 burst    `progress` with N notifications and no delay: events stored and delivered per second
-growth   `calls` in turns on a fresh server and on one holding a million stored events and a
-         thousand sessions with their GET streams: per-call CPU on each
+growth   per-call CPU of `calls` as the server holds more: a million stored events (against a fresh
+         server), a thousand sessions holding GET streams (against none), and the same streams
+         on the bare app (bench/floor.py), the floor
 
 Every loop is bounded in count and in time; every connection is closed before a scenario returns.
 `pid` (the server's) is only read, in /proc, for CPU and RSS.
@@ -462,49 +463,90 @@ async def resume(url: str, *, count: int = 50, delays=(0.02, 0.001, 0.0), modes=
             **{f"{k}_total": v for k, v in totals.items()}, "ok": not any(totals.values())}
 
 
-async def growth(base_url: str, grown_url: str, *, total_rows: int = 1_000_000, held: int = 1000,
-                 concurrency: int = 16, duration: float = 4.0, rounds: int = 3, base_pid: int | None = None,
-                 grown_pid: int | None = None, grown_db=None, timeout: float = 120.0) -> dict:
-    """Per-call CPU on a fresh server against one grown: `total_rows` stored events and `held`
-    sessions holding their GET streams through the calls. The `calls` runs alternate between
-    the two servers (`rounds` each), so the machine's drift falls on both alike."""
-    out = {"scenario": "growth", "concurrency": concurrency, "rounds": rounds}
+def _per_call(runs: list[dict], **extra) -> dict:
+    """The median of `calls` runs: CPU per call, calls/s; errors summed."""
+    cpu = [r["server_cpu_ms_per_call"] for r in runs if r["server_cpu_ms_per_call"] is not None]
+    return {
+        **extra,
+        "calls_per_s": statistics.median(r["calls_per_s"] or 0 for r in runs) if runs else None,
+        "cpu_ms_per_call": statistics.median(cpu) if cpu else None,
+        "cpu_ms_per_call_runs": cpu,
+        "errors": sum(r["errors"] + r["wrong_results"] for r in runs),
+        "server_rss_kb": runs[-1]["server_rss_kb"] if runs else None,
+    }
+
+
+def _compared(without: dict, with_: dict) -> dict:
+    a, b = without["cpu_ms_per_call"], with_["cpu_ms_per_call"]
+    return {"without": without, "with": with_, "ratio": round(b / a, 3) if a and b else None}
+
+
+async def _close_gets(sessions: list, holders: list):
+    await bounded(SETUP_PARALLEL, [end_session(session, None) for session, _ in sessions])
+    for task in holders:
+        task.cancel()
+    await asyncio.gather(*holders, return_exceptions=True)
+    for _, conn in sessions:
+        conn.abort()
+
+
+async def _held_in_turns(url: str, pid: int | None, held: int, rounds: int, measure, timeout: float) -> dict:
+    """`measure` on one server in turns: with `held` sessions holding their GET streams (opened
+    before, closed after) and with none. Same process, so only the open streams differ."""
+    runs: dict[str, list] = {"without": [], "with": []}
+    kept, setup_errors = [], []
+    for round_ in range(rounds):
+        for holding in (False, True) if round_ % 2 else (True, False):
+            if not holding:
+                runs["without"].append(await measure(url, pid))
+                continue
+            sessions, errors = await _sessions_for_gets(url, held)
+            setup_errors += errors
+            states, holders = await _open_gets(sessions, timeout, 3 * timeout)
+            try:
+                runs["with"].append(await measure(url, pid))
+                kept.append(sum(1 for s in states if s["opened"] and "ended" not in s))
+            finally:
+                await _close_gets(sessions, holders)
+    out = _compared(_per_call(runs["without"], held=0), _per_call(runs["with"], held=min(kept, default=0)))
+    out["setup_errors"] = setup_errors[:5]
+    out["ok"] = (not setup_errors and kept == [held] * rounds and out["without"]["errors"] == 0
+                 and out["with"]["errors"] == 0)
+    return out
+
+
+async def growth(base_url: str, grown_url: str, floor_url: str | None = None, *, total_rows: int = 1_000_000,
+                 held: int = 1000, concurrency: int = 16, duration: float = 4.0, rounds: int = 3,
+                 base_pid: int | None = None, grown_pid: int | None = None, floor_pid: int | None = None,
+                 grown_db=None, timeout: float = 120.0) -> dict:
+    """Per-call CPU as what a server holds grows, one thing at a time, each side measured in turns
+    so that the machine's drift falls on both alike:
+
+    rows     a fresh server against one whose events table holds `total_rows`;
+    streams  the fresh server with `held` sessions holding their GET streams, against none;
+    floor    the same on the bare app (bench.floor, `floor_url`) under the same launcher: what the
+             server underneath (daphne, Twisted, asyncio) pays per call for the open connections.
+    """
+    async def measure(url, pid):
+        return await calls(url, concurrency=concurrency, duration=duration, warmup=0.5, pid=pid)
+
+    out = {"scenario": "growth", "concurrency": concurrency, "rounds": rounds, "held": held}
     if grown_db is not None:
         rows = await asyncio.to_thread(grown_db.count)
         if total_rows > rows:
             out["fill"] = await asyncio.to_thread(grown_db.fill, total_rows - rows)
-    sessions, setup_errors = await _sessions_for_gets(grown_url, held)
-    states, holders = await _open_gets(sessions, timeout, 3 * timeout + rounds * 2 * (duration + 5))
-    runs = {"base": [], "grown": []}
-    try:
-        for round_ in range(rounds):
-            sides = [("base", base_url, base_pid), ("grown", grown_url, grown_pid)]
-            for key, url, pid in sides if round_ % 2 else sides[::-1]:
-                runs[key].append(await calls(url, concurrency=concurrency, duration=duration, warmup=0.5, pid=pid))
-        still_held = sum(1 for s in states if s["opened"] and "ended" not in s)
-    finally:
-        await bounded(SETUP_PARALLEL, [end_session(session, None) for session, _ in sessions])
-        for task in holders:
-            task.cancel()
-        await asyncio.gather(*holders, return_exceptions=True)
-        for _, conn in sessions:
-            conn.abort()
-    for key, db in (("base", None), ("grown", grown_db)):
-        cpu = [r["server_cpu_ms_per_call"] for r in runs[key] if r["server_cpu_ms_per_call"] is not None]
-        out[key] = {
-            "table_rows": await asyncio.to_thread(db.count) if db else None,
-            "held": still_held if key == "grown" else 0,
-            "calls_per_s": statistics.median(r["calls_per_s"] or 0 for r in runs[key]),
-            "cpu_ms_per_call": statistics.median(cpu) if cpu else None,
-            "cpu_ms_per_call_runs": cpu,
-            "errors": sum(r["errors"] + r["wrong_results"] for r in runs[key]),
-            "server_rss_kb": runs[key][-1]["server_rss_kb"],
-        }
-    base, grown = out["base"]["cpu_ms_per_call"], out["grown"]["cpu_ms_per_call"]
-    out["ratio_cpu_grown_base"] = round(grown / base, 3) if base and grown else None
-    out["setup_errors"] = setup_errors[:5]
-    out["ok"] = (not setup_errors and still_held == held and out["base"]["errors"] == 0
-                 and out["grown"]["errors"] == 0)
+    runs: dict[str, list] = {"base": [], "grown": []}
+    for round_ in range(rounds):
+        sides = [("base", base_url, base_pid), ("grown", grown_url, grown_pid)]
+        for key, url, pid in sides if round_ % 2 else sides[::-1]:
+            runs[key].append(await measure(url, pid))
+    table_rows = await asyncio.to_thread(grown_db.count) if grown_db else None
+    out["rows"] = _compared(_per_call(runs["base"]), _per_call(runs["grown"], table_rows=table_rows))
+    out["rows"]["ok"] = out["rows"]["without"]["errors"] == 0 and out["rows"]["with"]["errors"] == 0
+    out["streams"] = await _held_in_turns(base_url, base_pid, held, rounds, measure, timeout)
+    if floor_url:
+        out["floor"] = await _held_in_turns(floor_url, floor_pid, held, rounds, measure, timeout)
+    out["ok"] = all(out[key]["ok"] for key in ("rows", "streams", "floor") if key in out)
     return out
 
 

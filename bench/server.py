@@ -18,6 +18,8 @@ from .dbtool import DBTool
 
 ROOT = Path(__file__).resolve().parent.parent
 SETTINGS = "bench.settings"
+APP = "example_project.asgi:application"
+FLOOR = "bench.floor:app"
 
 
 def free_port() -> int:
@@ -145,11 +147,12 @@ def databases(kind: str):
 
 class BenchServer:
     """`python -m mcp_transport.serve -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with
-    bench.settings (`launcher="daphne"`: plain daphne)."""
+    bench.settings (`launcher="daphne"`: plain daphne; `app=FLOOR`: the bare app, no database)."""
 
     def __init__(self, dbs, transport: dict | None = None, cpu: int | None = None, start_timeout: float = 60,
-                 launcher: str = "mcp_transport.serve"):
+                 launcher: str = "mcp_transport.serve", app: str = APP):
         self.dbs = dbs
+        self.app = app
         self.launcher = launcher
         self.transport = transport or {}
         self.cpu = cpu
@@ -177,11 +180,11 @@ class BenchServer:
         return DBTool(self.env, self.dbs.vendor)
 
     def start(self) -> "BenchServer":
-        self.db_env = self.dbs.new()
+        self.db_env = self.dbs.new() if self.app == APP else {}
         fd, self.log_path = tempfile.mkstemp(prefix="mcp-bench-daphne-", suffix=".log")
         self._log = os.fdopen(fd, "wb")
         command = [sys.executable, "-m", self.launcher, "-v", "0", "-b", "127.0.0.1", "-p", str(self.port),
-                   "example_project.asgi:application"]
+                   self.app]
         if self.cpu is not None:
             command = ["taskset", "-c", str(self.cpu), *command]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
@@ -222,7 +225,7 @@ class BenchServer:
         if self._log is not None:
             self._log.close()
             self._log = None
-        if self.db_env is not None:
+        if self.db_env:
             self.dbs.drop(self.db_env)
             self.db_env = None
 

@@ -58,12 +58,13 @@ class DaphneServer:
 
     `db`: serve an existing SQLite file (e.g. another, killed, server's `.db`) instead of a
     fresh copy of the migrated template. `launcher`: the module run with `python -m`, the one the
-    README recommends unless told (plain "daphne" serves the same).
+    README recommends unless told (plain "daphne" serves the same). `app`: the ASGI application.
     """
 
     def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None,
-                 launcher: str = "mcp_transport.serve"):
+                 launcher: str = "mcp_transport.serve", app: str = "example_project.asgi:application"):
         self.launcher = launcher
+        self.app = app
         self.transport = transport or {}
         self.extra_env = env or {}
         self.port = free_port()
@@ -88,8 +89,7 @@ class DaphneServer:
         }
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port),
-             "example_project.asgi:application"],
+            [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port), self.app],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
         deadline = time.monotonic() + 30

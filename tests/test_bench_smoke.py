@@ -17,9 +17,9 @@ from .live import DaphneServer
 
 
 @contextlib.contextmanager
-def served(transport=None):
+def served(transport=None, **kwargs):
     """A daphne of its own, its temp directory (database, log) removed afterwards."""
-    s = DaphneServer(transport)
+    s = DaphneServer(transport, **kwargs)
     try:
         with s:
             yield s
@@ -112,11 +112,23 @@ def test_sse_parser_split_anywhere():
 
 
 def test_growth():
-    with served() as base, served() as grown:
-        r = asyncio.run(scenarios.growth(base.url, grown.url, total_rows=3000, held=5, concurrency=2, duration=1,
-                                         rounds=2, base_pid=base.proc.pid, grown_pid=grown.proc.pid,
-                                         grown_db=dbtool(grown)))
+    with served() as base, served() as grown, served(app="bench.floor:app") as floor:
+        r = asyncio.run(scenarios.growth(base.url, grown.url, floor.url, total_rows=3000, held=5, concurrency=2,
+                                         duration=1, rounds=2, base_pid=base.proc.pid, grown_pid=grown.proc.pid,
+                                         floor_pid=floor.proc.pid, grown_db=dbtool(grown)))
     assert r["ok"], r
-    assert r["grown"]["held"] == 5 and r["grown"]["table_rows"] >= 3000
-    assert len(r["base"]["cpu_ms_per_call_runs"]) == 2 and r["ratio_cpu_grown_base"] is not None
-    renders(r)
+    assert r["rows"]["with"]["table_rows"] >= 3000
+    for key in ("rows", "streams", "floor"):
+        assert len(r[key]["without"]["cpu_ms_per_call_runs"]) == 2 and r[key]["ratio"] is not None, r[key]
+        assert r[key]["without"]["calls_per_s"] > 0 and r[key]["with"]["calls_per_s"] > 0
+    assert r["streams"]["with"]["held"] == 5 and r["floor"]["with"]["held"] == 5
+    assert "bare app" in renders(r)
+
+
+def test_floor_answers_like_an_mcp_server():
+    """What the client checks, nothing more: session id, 202 for notifications, echo on SSE, held GET."""
+    with served(app="bench.floor:app") as floor:
+        r = asyncio.run(scenarios.calls(floor.url, concurrency=2, duration=0.5, warmup=0.1))
+        s = asyncio.run(scenarios.streams(floor.url, count=3, hold=0.2, warm=1))
+    assert r["mode"] == "sse" and r["calls"] > 0 and r["errors"] == 0 and r["wrong_results"] == 0, r
+    assert s["opened"] == 3 and s["held"] == 3 and s["errors"] == 0, s

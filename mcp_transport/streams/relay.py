@@ -30,6 +30,21 @@ RESPOND = "mcp.respond"
 SESSION_END = "mcp.session_end"
 ALL_WORKERS = "mcp.workers"
 _GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+MAX_CONCURRENT_SENDS = 16
+REDIS_POOL_DEFAULT = 100  # redis-py 8's ConnectionPool, when a host sets no max_connections
+
+
+def send_slots(layer) -> int:
+    """How many group operations may be in flight at once.
+
+    A channels-redis pool holds at most `max_connections` connections and raises, rather than
+    waits, past them: a burst of sends (a thousand sessions ending at once) would lose its
+    wake-ups to the sweep and break this process's own receive. So at most half the smallest
+    pool, never more than MAX_CONCURRENT_SENDS; the rest of a burst waits its turn here.
+    """
+    limits = [host.get("max_connections") or REDIS_POOL_DEFAULT
+              for host in getattr(layer, "hosts", None) or () if isinstance(host, dict)]
+    return max(1, min([MAX_CONCURRENT_SENDS, *(limit // 2 for limit in limits)]))
 
 
 def stream_group(stream_id: int) -> str:
@@ -50,6 +65,7 @@ class Relay:
         self.held_elsewhere: set[int] = set()
         self._started: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
+        self._slots: asyncio.Semaphore | None = None  # made on this process's loop, in _start
 
     async def start(self):
         """Idempotent, lazy: daphne has no lifespan, so the first consumer starts it."""
@@ -63,10 +79,12 @@ class Relay:
         from . import shutdown
 
         shutdown.install()
-        self.layer = get_channel_layer()
-        if self.layer is None:
+        layer = get_channel_layer()
+        if layer is None:
             return
-        self.remote = not isinstance(self.layer, InMemoryChannelLayer)
+        self._slots = asyncio.Semaphore(send_slots(layer))
+        self.layer = layer
+        self.remote = not isinstance(layer, InMemoryChannelLayer)
         self.channel = await self.layer.new_channel(prefix="mcp")
         await self.layer.group_add(worker_group(store.WORKER), self.channel)
         await self.layer.group_add(ALL_WORKERS, self.channel)
@@ -87,7 +105,8 @@ class Relay:
 
         async def send():
             try:
-                await self.layer.group_send(group, message)
+                async with self._slots:
+                    await self.layer.group_send(group, message)
             except Exception:
                 logger.warning(
                     "Channel layer unavailable: %s to %s delayed until the next sweep", message["type"], group
@@ -103,7 +122,8 @@ class Relay:
             return False
         self.joined.add(stream_id)
         try:
-            await self.layer.group_add(stream_group(stream_id), self.channel)
+            async with self._slots:
+                await self.layer.group_add(stream_group(stream_id), self.channel)
         except Exception:
             logger.warning("Channel layer unavailable: joining stream %s at the next sweep", stream_id)
         return True
@@ -114,7 +134,8 @@ class Relay:
 
             async def discard():
                 try:
-                    await self.layer.group_discard(stream_group(stream_id), self.channel)
+                    async with self._slots:
+                        await self.layer.group_discard(stream_group(stream_id), self.channel)
                 except Exception:
                     pass
 
