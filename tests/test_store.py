@@ -117,6 +117,21 @@ def test_finished_streams_stay_replayable_for_the_retention_only():
         assert store.find_stream("s1", stream_id) is None
 
 
+def test_stream_progress_reads_every_asked_stream_and_only_those(write_path):
+    """The wake-up sweep's question, asked about hundreds of held streams at once."""
+    new_session()
+    opened = [store.open_stream("s1", method="tools/call", request_id=str(i), prime=True)[0] for i in range(300)]
+    store.append(opened[0], ["a", "b"])
+    store.append(opened[1], ["done"], finish=Stream.Status.COMPLETED)
+    asked = opened[:250] + [10**12]
+    progress = store.stream_progress(asked)
+    assert set(progress) == set(opened[:250])
+    assert progress[opened[0]] == (2, Stream.Status.OPEN)
+    assert progress[opened[1]] == (1, Stream.Status.COMPLETED)
+    assert all(progress[i] == (0, Stream.Status.OPEN) for i in opened[2:250])
+    assert store.stream_progress([]) == {}
+
+
 def test_standalone_stream_is_one_per_session(write_path):
     new_session()
     new_session("s2")

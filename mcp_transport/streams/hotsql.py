@@ -69,6 +69,10 @@ def _statements(vendor: str) -> dict[str, str]:
         "find_standalone": f"SELECT id, last_seq FROM {stream} WHERE session_id = {mark} AND kind = {mark} "
                            f"ORDER BY id LIMIT 1",
         "status": f"SELECT status FROM {stream} WHERE id = {mark}",
+        # The ids as one JSON array: one fixed text, however many streams the sweep asks about.
+        "progress": f"SELECT id, last_seq, status FROM {stream} WHERE id IN "
+                    + ("(SELECT value FROM json_each(?))" if vendor == "sqlite"
+                       else "(SELECT value::bigint FROM json_array_elements_text(%s::json))"),
         "events_after": f"SELECT seq, kind, payload FROM {event} WHERE stream_id = {mark} AND seq > {mark} ORDER BY seq",
         "connect": (
             f"UPDATE {stream} SET connected_worker = {mark}, connected_at = {mark}, disconnect_policy = {mark}, "
@@ -190,6 +194,9 @@ class HotSQL:
     def status(self, stream_id: int) -> str | None:
         row = self.run(self.sql["status"], (stream_id,)).fetchone()
         return row[0] if row else None
+
+    def progress(self, stream_ids: list[int]) -> list[tuple[int, int, str]]:
+        return self.run(self.sql["progress"], (json.dumps(stream_ids),)).fetchall()
 
     def events_after(self, stream_id: int, seq: int) -> list[tuple[int, str, str]]:
         return self.run(self.sql["events_after"], (stream_id, seq)).fetchall()

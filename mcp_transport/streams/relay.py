@@ -31,6 +31,7 @@ SESSION_END = "mcp.session_end"
 ALL_WORKERS = "mcp.workers"
 _GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_CONCURRENT_SENDS = 16
+REJOIN_SECONDS = 300.0
 REDIS_POOL_DEFAULT = 100  # redis-py 8's ConnectionPool, when a host sets no max_connections
 
 
@@ -236,11 +237,16 @@ class Relay:
                 runner.cancel(session_id, payload["request"], payload.get("reason"), by=payload.get("by"))
 
     async def _sweep_forever(self):
-        """Catch up on lost wake-ups and re-join groups a restarted Redis forgot."""
-        rounds = 0
+        """Catch up on lost wake-ups and re-join groups a restarted Redis forgot.
+
+        A restart breaks the receive, which re-joins everything at once; the full re-join here
+        (one round trip per held stream) is only the safety net, every REJOIN_SECONDS. The
+        worker's own groups are re-added every round: two round trips.
+        """
+        loop = asyncio.get_running_loop()
+        rejoined = loop.time()
         while True:
             await asyncio.sleep(float(mcp_settings.WAKEUP_SWEEP_SECONDS))
-            rounds += 1
             try:
                 await self.take_deliveries()
                 held = bus.held_streams()
@@ -249,7 +255,8 @@ class Relay:
                     for stream_id, (last_seq, status) in progress.items():
                         if last_seq > held[stream_id] or status != "open":
                             bus.mark_stale(stream_id, last_seq)
-                if rounds % 10 == 0:
+                if loop.time() - rejoined >= REJOIN_SECONDS:
+                    rejoined = loop.time()
                     await self.rejoin()
                 else:
                     await self.layer.group_add(worker_group(store.WORKER), self.channel)

@@ -453,7 +453,12 @@ def take_deliveries(worker: str) -> list[tuple[str, str, dict]]:
 
 def stream_progress(stream_ids) -> dict[int, tuple[int, str]]:
     """stream id -> (last seq, status), for catching up after lost wake-ups."""
-    rows = Stream.objects.filter(pk__in=list(stream_ids)).values_list("id", "last_seq", "status")
+    ids = list(stream_ids)
+    sql = hotsql.hot(connections[DEFAULT_DB_ALIAS])
+    if sql is not None:
+        rows = sql.progress(ids)
+    else:
+        rows = Stream.objects.filter(pk__in=ids).values_list("id", "last_seq", "status")
     return {pk: (last, status) for pk, last, status in rows}
 
 
