@@ -1,6 +1,7 @@
 """`make bench` / `python -m bench` / `python bench/run.py`: serve the example project under daphne
-(`python -m mcp_transport.serve`, or plain daphne with --launcher daphne) and measure it with the bench's own client. Prints one markdown table; writes the figures as
-JSON (test-output/bench.json) and a plot of calls/s against concurrency (if matplotlib is there).
+(`python -m mcp_transport.serve`, or plain daphne with --launcher daphne) and measure it with the
+bench's own client. Prints one markdown table; writes the figures as JSON (test-output/bench.json)
+and a plot of calls/s against concurrency (if matplotlib is there).
 
     python -m bench                          # everything, SQLite (the embedded default)
     python -m bench --quick                  # short runs, small numbers: a smoke run
@@ -66,6 +67,8 @@ def parse_args(argv=None):
                                                         "quick 100000)")
     parser.add_argument("--growth-held", type=int, help="growth: sessions holding a GET stream there (default 1000; "
                                                         "quick 100)")
+    parser.add_argument("--growth-rounds", type=int, default=3,
+                        help="growth: calls runs on each side of each comparison, in turns (default 3)")
     parser.add_argument("--launcher", default="mcp_transport.serve", choices=["mcp_transport.serve", "daphne"],
                         help="the module daphne runs as (python -m ...)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the server and the client to CPUs")
@@ -219,13 +222,14 @@ class Runner:
 
     def growth(self):
         a = self.args
-        log(f"growth: calls C=16 in turns, 3 x {a.duration:g} s each side: a fresh server against one with "
-            f"~{a.growth_rows} stored events; with {a.growth_held} held GET streams against none, on the project "
-            f"and on the bare app")
+        log(f"growth: calls C=16 in turns, {a.growth_rounds} x {a.duration:g} s each side: a fresh server against "
+            f"one with ~{a.growth_rows} stored events; with {a.growth_held} held GET streams against none, on "
+            f"the project and on the bare app")
         self.results.append(self.run_scenario(
             "growth", lambda base, grown, floor: scenarios.growth(
                 base.url, grown.url, floor.url, total_rows=a.growth_rows, held=a.growth_held, duration=a.duration,
-                base_pid=base.pid, grown_pid=grown.pid, floor_pid=floor.pid, grown_db=grown.dbtool()),
+                rounds=a.growth_rounds, base_pid=base.pid, grown_pid=grown.pid, floor_pid=floor.pid,
+                grown_db=grown.dbtool()),
             apps=(APP, APP, FLOOR)))
 
     def run(self) -> list[dict]:
