@@ -478,7 +478,8 @@ def _per_call(runs: list[dict], **extra) -> dict:
 
 def _compared(without: dict, with_: dict) -> dict:
     a, b = without["cpu_ms_per_call"], with_["cpu_ms_per_call"]
-    return {"without": without, "with": with_, "ratio": round(b / a, 3) if a and b else None}
+    return {"without": without, "with": with_, "ratio": round(b / a, 3) if a and b else None,
+            "ok": without["errors"] == 0 and with_["errors"] == 0}
 
 
 async def _close_gets(sessions: list, holders: list):
@@ -510,8 +511,7 @@ async def _held_in_turns(url: str, pid: int | None, held: int, rounds: int, meas
                 await _close_gets(sessions, holders)
     out = _compared(_per_call(runs["without"], held=0), _per_call(runs["with"], held=min(kept, default=0)))
     out["setup_errors"] = setup_errors[:5]
-    out["ok"] = (not setup_errors and kept == [held] * rounds and out["without"]["errors"] == 0
-                 and out["with"]["errors"] == 0)
+    out["ok"] = out["ok"] and not setup_errors and kept == [held] * rounds
     return out
 
 
@@ -542,7 +542,6 @@ async def growth(base_url: str, grown_url: str, floor_url: str | None = None, *,
             runs[key].append(await measure(url, pid))
     table_rows = await asyncio.to_thread(grown_db.count) if grown_db else None
     out["rows"] = _compared(_per_call(runs["base"]), _per_call(runs["grown"], table_rows=table_rows))
-    out["rows"]["ok"] = out["rows"]["without"]["errors"] == 0 and out["rows"]["with"]["errors"] == 0
     out["streams"] = await _held_in_turns(base_url, base_pid, held, rounds, measure, timeout)
     if floor_url:
         out["floor"] = await _held_in_turns(floor_url, floor_pid, held, rounds, measure, timeout)

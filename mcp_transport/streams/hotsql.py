@@ -225,7 +225,8 @@ class HotSQL:
         else:
             name, params = "bump", [count, at, stream_id, OPEN]
         if self.postgres and count:
-            records = _records(EVENT_KEYS, [(i, kind, payload) for i, (kind, payload) in enumerate(zip(kinds, payloads), 1)])
+            records = _records(EVENT_KEYS, [(seq, kind, payload)
+                                            for seq, (kind, payload) in enumerate(zip(kinds, payloads), 1)])
             sql = self.sql["append_events_finish" if finish else "append_events"]
             seqs = [row[0] for row in self.run(sql, [*params, stream_id, count, at, records]).fetchall()]
             return max(seqs) if seqs else None

@@ -87,8 +87,7 @@ class Relay:
         self.layer = layer
         self.remote = not isinstance(layer, InMemoryChannelLayer)
         self.channel = await self.layer.new_channel(prefix="mcp")
-        await self.layer.group_add(worker_group(store.WORKER), self.channel)
-        await self.layer.group_add(ALL_WORKERS, self.channel)
+        await self.join_worker_groups()
         self._spawn(self._receive_forever())
         if self.remote:
             self._spawn(self._sweep_forever())
@@ -174,10 +173,14 @@ class Relay:
 
     # What the others ask of this process
 
-    async def rejoin(self):
-        """Group memberships live in Redis: after it restarts they are gone until re-added."""
+    async def join_worker_groups(self):
+        """This worker's own groups: signals for it, and for every worker."""
         await self.layer.group_add(worker_group(store.WORKER), self.channel)
         await self.layer.group_add(ALL_WORKERS, self.channel)
+
+    async def rejoin(self):
+        """Group memberships live in Redis: after it restarts they are gone until re-added."""
+        await self.join_worker_groups()
         for stream_id in list(self.joined):
             await self.layer.group_add(stream_group(stream_id), self.channel)
 
@@ -259,8 +262,7 @@ class Relay:
                     rejoined = loop.time()
                     await self.rejoin()
                 else:
-                    await self.layer.group_add(worker_group(store.WORKER), self.channel)
-                    await self.layer.group_add(ALL_WORKERS, self.channel)
+                    await self.join_worker_groups()
             except asyncio.CancelledError:
                 raise
             except Exception:
