@@ -43,8 +43,10 @@ deploy-install:
 	@bash tests/deploy/install.sh >/dev/null || { [ -z "$$CI" ] || exit 1; \
 	  echo "nginx is not installed: tests/test_deploy.py will skip its topology tests" >&2; }
 
-# The store, the in-process and the admin tests also run on PostgreSQL (started by .ci/run); then everything.
+# The layer contracts (.importlinter); the store, the in-process and the admin tests also on PostgreSQL
+# (started by .ci/run); then everything.
 test: test-install interop-install browser-install deploy-install
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --ds=tests.settings_postgres tests/test_store.py tests/test_inprocess.py tests/test_admin.py \
 		tests/test_status_command.py
 	$(PY) -m pytest

@@ -118,7 +118,7 @@ def git_revision() -> str | None:
         return None
 
 
-BENIGN_LOG_LINES = ("SIGTERM: closing connections",)  # the bench's own stop (mcp_transport.streams.shutdown)
+BENIGN_LOG_LINES = ("SIGTERM: closing connections",)  # the bench's own stop (mcp_transport.execution.shutdown)
 
 
 def log_problems(text: str) -> list[str]:

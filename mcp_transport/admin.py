@@ -38,7 +38,7 @@ from . import operations, timeline
 from .conf import mcp_settings
 from .models import AccessToken, Event, Session, Stream, StreamConnection, Worker, idle_cutoff, retention_cutoff
 from .protocol.dispatch import SUPPORTED_VERSIONS
-from .streams.store import format_event_id, parse_event_id
+from .eventids import format_event_id, parse_event_id
 
 EVENTS_PER_PAGE = 50
 PAYLOAD_PREVIEW_CHARS = 20_000

@@ -9,5 +9,9 @@ class MCPTransportConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
+        from .execution import runner
+        from .protocol.server import set_notifier
+
+        set_notifier(runner)
 
         autodiscover_modules("mcp")

@@ -19,7 +19,7 @@ from django.utils import timezone
 from django.utils.module_loading import import_string
 
 from .conf import mcp_settings
-from .streams.executor import executor
+from .storage.executor import executor
 
 TOKEN_PREFIX = "mcp_"
 

@@ -72,6 +72,3 @@ def _reload(*, setting, **kwargs):
     global _cache
     if setting == SETTING_NAME:
         _cache = None
-        from . import policies
-
-        policies.clear_cache()

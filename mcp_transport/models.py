@@ -6,6 +6,7 @@ from django.db import models
 from django.utils import timezone
 
 from .conf import mcp_settings
+from .eventids import format_event_id
 
 
 def idle_cutoff(now=None):
@@ -160,7 +161,7 @@ class Event(models.Model):
 
     @property
     def event_id(self):
-        return f"{self.stream_id}-{self.seq}"
+        return format_event_id(self.stream_id, self.seq)
 
 
 class StreamConnection(models.Model):

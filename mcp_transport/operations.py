@@ -1,7 +1,7 @@
 """What an operator can do to live MCP traffic, from any process (the admin's views call these).
 
 The database says what to do; the Channels layer tells the workers, which act on their own
-connections and tasks (`streams.relay.Relay.handle`):
+connections and tasks (`wakeups.relay.Relay.handle`):
 
 - `close_connection`: `mcp.close` to every worker; the one holding the stream's connection
   sends `retry` and closes it. The request goes on, the client resumes with `Last-Event-ID`.
@@ -10,7 +10,7 @@ connections and tasks (`streams.relay.Relay.handle`):
 - `terminate_session`: the session is terminated in the table (clients get 404 and
   re-initialize), then its requests are cancelled, its connections ended and every worker
   forgets it.
-- `prune`: `streams.store.prune()`, the code of `manage.py mcp_prune`.
+- `prune`: `storage.store.prune()`, the code of `manage.py mcp_prune`.
 
 These run synchronously (`async_to_sync` around the layer), in a view or a shell.
 """
@@ -25,7 +25,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from .models import Session, Stream
-from .streams import relay, store
+from .execution import errors
+from .storage import store
+from .wakeups import relay
 
 ORIGIN = "admin"
 OPERATOR = "operator"
@@ -75,7 +77,7 @@ def cancel_request(stream: Stream, reason: str = "Cancelled by an operator") -> 
         return Outcome(False, f"The request of stream {stream.pk} already ended ({stream.status}).")
     if stream.lease_expires_at is not None and stream.lease_expires_at < timezone.now():
         # Its worker is gone: nobody would hear the cancel. Fail it now, as the lease sweep would.
-        failed = store.fail_orphans(stream.pk)
+        failed = store.fail_orphans(errors.worker_lost, stream.pk)
         if failed:
             send(relay.ALL_WORKERS, {"type": relay.WAKE, "stream": stream.pk, "seq": failed[-1].seq})
             return Outcome(True, f"The worker of stream {stream.pk} ({stream.worker}) is gone: "
@@ -114,7 +116,7 @@ def terminate_session(session: Session) -> Outcome:
 
 
 def prune_preview() -> dict:
-    """What `prune()` would delete now: the querysets `streams.store.prune` deletes."""
+    """What `prune()` would delete now: the querysets `storage.store.prune` deletes."""
     sessions = Session.objects.prunable()
     streams = Stream.objects.filter(Q(pk__in=Stream.objects.expired()) | Q(session__in=sessions))
     return {"sessions": sessions.count(), "streams": streams.count()}

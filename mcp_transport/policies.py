@@ -10,9 +10,11 @@ import time
 from dataclasses import dataclass, field
 from functools import lru_cache
 
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from django.utils.module_loading import import_string
 
-from .conf import mcp_settings
+from .conf import SETTING_NAME, mcp_settings
 
 
 @dataclass
@@ -154,3 +156,9 @@ def default_retry() -> RetryPolicy:
 
 def clear_cache():
     _defaults.clear()
+
+
+@receiver(setting_changed)
+def _reload(*, setting, **kwargs):
+    if setting == SETTING_NAME:
+        clear_cache()

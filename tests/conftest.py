@@ -1,6 +1,6 @@
 import pytest
 
-from mcp_transport.streams.executor import executor
+from mcp_transport.storage.executor import executor
 
 from .live import DaphneServer, MCPClient
 

@@ -24,7 +24,8 @@ from django.utils import timezone
 from mcp_transport import operations, timeline
 from mcp_transport.admin import pretty_json, summarize
 from mcp_transport.models import Event, Session, Stream, StreamConnection, Worker
-from mcp_transport.streams import relay, store
+from mcp_transport.storage import store
+from mcp_transport.wakeups import relay
 
 pytestmark = pytest.mark.django_db
 
@@ -626,7 +627,7 @@ def test_summaries_and_pretty_json():
 
 
 async def _cancel_when_running(client, request_id: int, task):
-    from mcp_transport.streams import runner
+    from mcp_transport.execution import runner
 
     key = (client.session_id, json.dumps(request_id))
     for _ in range(2000):

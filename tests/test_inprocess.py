@@ -4,8 +4,8 @@ from django.core.management import call_command
 
 from example_project.asgi import application
 from mcp_transport.models import Session, Stream
-from mcp_transport.streams.executor import executor
-from mcp_transport.streams.heartbeat import heartbeat
+from mcp_transport.storage.executor import executor
+from mcp_transport.execution.heartbeat import heartbeat
 from mcp_transport.testing import MCPCommunicator, parse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)

@@ -91,13 +91,13 @@ def test_explicit_input_schema_is_kept_verbatim():
     assert server.tools["f"].definition()["inputSchema"] == given
 
 
-class _NoOutbox:
+class _NoHost:
     async def send(self, message):
         pass
 
 
 def _ctx(server):
-    return Context(server=server, session=None, request_id=1, params={}, outbox=_NoOutbox())
+    return Context(server=server, session=None, request_id=1, params={}, host=_NoHost())
 
 
 async def test_sync_and_async_tools_validate_arguments():

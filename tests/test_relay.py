@@ -7,7 +7,7 @@ import secrets
 from channels.layers import InMemoryChannelLayer
 from channels_redis.core import RedisChannelLayer
 
-from mcp_transport.streams import relay
+from mcp_transport.wakeups import relay
 
 REDIS_URL = os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")
 

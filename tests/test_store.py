@@ -9,7 +9,9 @@ from django.test import override_settings
 from django.utils import timezone
 
 from mcp_transport.models import Event, Session, Stream, StreamConnection
-from mcp_transport.streams import store
+from mcp_transport.eventids import format_event_id, parse_event_id
+from mcp_transport.execution.errors import worker_lost
+from mcp_transport.storage import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -23,8 +25,8 @@ def write_path(request, monkeypatch):
     allows it) and the ORM elsewhere: test every path."""
     from django.db import connections
 
-    from mcp_transport.streams import hotsql
-    from mcp_transport.streams.executor import executor
+    from mcp_transport.storage import hotsql
+    from mcp_transport.storage.executor import executor
 
     if request.param == "ORM":
         monkeypatch.setattr(hotsql, "hot", lambda db: None)
@@ -49,9 +51,9 @@ def new_session(sid="s1", version="2025-11-25"):
 
 
 def test_event_ids_round_trip_and_reject_garbage():
-    assert store.parse_event_id(store.format_event_id(12, 5)) == (12, 5)
+    assert parse_event_id(format_event_id(12, 5)) == (12, 5)
     for garbage in ["", "12", "-5", "12-", "a-1", "1-b", "1-2-3", "1 -2", "1-2\n", "9" * 50 + "-1", "' OR 1=1 --"]:
-        assert store.parse_event_id(garbage) is None
+        assert parse_event_id(garbage) is None
 
 
 def test_append_numbers_events_and_finishes_the_stream(write_path):
@@ -160,7 +162,7 @@ def test_a_resumption_finds_and_replays_then_records(write_path):
     stream_id, _ = store.open_stream("s1", method="tools/call", tool_name="echo", prime=True)
     store.append(stream_id, ["a", "b"])
 
-    stream, failed, events, status = store.resume_stream("s1", stream_id, 1)
+    stream, failed, events, status = store.resume_stream("s1", stream_id, 1, worker_lost)
     assert failed == [] and status == "open"
     assert (stream.id, stream.kind, stream.method, stream.tool_name, stream.reconnects) == (
         stream_id, "request", "tools/call", "echo", 0)
@@ -172,18 +174,18 @@ def test_a_resumption_finds_and_replays_then_records(write_path):
     assert StreamConnection.objects.get(pk=log_id).resumed_from == 1
 
     store.append(stream_id, ["c"], finish=Stream.Status.COMPLETED)
-    _, _, events, status = store.resume_stream("s1", stream_id, 2)
+    _, _, events, status = store.resume_stream("s1", stream_id, 2, worker_lost)
     assert [(e.seq, e.kind) for e in events] == [(3, "final")] and status == "completed"
-    assert store.resume_stream("s1", stream_id, 3)[2] == []
-    assert store.resume_stream("s1", stream_id, 4) is None  # after the last event: not ours
-    assert store.resume_stream("other", stream_id, 0) is None
-    assert store.resume_stream("s1", stream_id + 100, 0) is None
+    assert store.resume_stream("s1", stream_id, 3, worker_lost)[2] == []
+    assert store.resume_stream("s1", stream_id, 4, worker_lost) is None  # after the last event: not ours
+    assert store.resume_stream("other", stream_id, 0, worker_lost) is None
+    assert store.resume_stream("s1", stream_id + 100, 0, worker_lost) is None
     for huge in (2**63 - 1, 2**63, 10**40):
-        assert store.resume_stream("s1", huge, 0) is None
-        assert store.resume_stream("s1", stream_id, huge) is None
+        assert store.resume_stream("s1", huge, 0, worker_lost) is None
+        assert store.resume_stream("s1", stream_id, huge, worker_lost) is None
     Stream.objects.filter(pk=stream_id).update(finished_at=timezone.now() - timedelta(hours=2))
     with override_settings(MCP_TRANSPORT={"EVENT_RETENTION_SECONDS": 3600}):
-        assert store.resume_stream("s1", stream_id, 0) is None
+        assert store.resume_stream("s1", stream_id, 0, worker_lost) is None
     assert Stream.objects.get(pk=stream_id).reconnects == 1  # finding and replaying record nothing
 
 
@@ -192,7 +194,7 @@ def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
     stream_id, _ = store.open_stream("s1", method="tools/call", request_id="7", prime=True)
     store.append(stream_id, ["p"])
     Stream.objects.filter(pk=stream_id).update(lease_expires_at=timezone.now() - timedelta(seconds=1))
-    _, failed, events, status = store.resume_stream("s1", stream_id, 0)
+    _, failed, events, status = store.resume_stream("s1", stream_id, 0, worker_lost)
     assert status == "failed" and [e.seq for e in failed] == [2]
     assert [(e.seq, e.kind) for e in events] == [(1, "message"), (2, "final")]
     error = json.loads(events[-1].payload)
@@ -230,7 +232,7 @@ async def test_queued_notifications_never_merge_into_a_finishing_append():
     """A tool still emitting after its stream was ended (shutdown, failure) must not push the end back."""
     from asgiref.sync import sync_to_async
 
-    from mcp_transport.streams.executor import executor
+    from mcp_transport.storage.executor import executor
 
     await sync_to_async(new_session)()
     stream_id, _ = await store.aopen_stream("s1", prime=True)
@@ -281,7 +283,7 @@ async def test_a_pending_streams_writes_queue_behind_its_insert_and_survive_a_ba
     the same batch fails, the batch is re-run call by call and the events follow the re-run INSERT."""
     from asgiref.sync import sync_to_async
 
-    from mcp_transport.streams.executor import executor
+    from mcp_transport.storage.executor import executor
 
     def fails():
         raise ValueError("boom")
@@ -309,7 +311,7 @@ async def test_a_run_of_stream_opens_is_one_call_and_each_gets_its_own_stream(wr
     PostgreSQL: one statement); each caller gets its own row."""
     from asgiref.sync import sync_to_async
 
-    from mcp_transport.streams.executor import executor
+    from mcp_transport.storage.executor import executor
 
     runs = []
 
@@ -347,7 +349,7 @@ async def test_a_run_of_stream_opens_without_events(write_path):
     """Clients older than SSE polling get no priming event: a run of opens may store no event at all."""
     from asgiref.sync import sync_to_async
 
-    from mcp_transport.streams.executor import executor
+    from mcp_transport.storage.executor import executor
 
     await sync_to_async(new_session)()
     futures = [executor.submit(store.open_request_stream, "s1", method="tools/call", request_id=str(i))
@@ -365,7 +367,7 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     two round trips fewer); every other call alone in its batch gets one."""
     from django.db import connection
 
-    from mcp_transport.streams.executor import executor
+    from mcp_transport.storage.executor import executor
 
     def in_transaction():
         return connection.in_atomic_block

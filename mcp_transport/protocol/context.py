@@ -11,8 +11,9 @@ from . import jsonrpc
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
-class Outbox(Protocol):
-    """Where a request's messages go; the transport provides it (durable streams, or nothing)."""
+class Host(Protocol):
+    """What the layer running a request provides to it: where its messages go (durable streams,
+    or nowhere), the session state a method may change, and the thread where blocking code runs."""
 
     async def send(self, message: dict) -> None: ...
 
@@ -21,6 +22,14 @@ class Outbox(Protocol):
     async def close_connection(self, retry_ms: int | None) -> None: ...
 
     async def notify_session(self, message: dict) -> None: ...
+
+    async def run_sync(self, fn, *args): ...
+
+    async def subscribe(self, uri: str) -> None: ...
+
+    async def unsubscribe(self, uri: str) -> None: ...
+
+    async def set_log_level(self, level: str) -> None: ...
 
 
 class ClientCapabilityError(jsonrpc.JSONRPCError):
@@ -31,12 +40,12 @@ class ClientCapabilityError(jsonrpc.JSONRPCError):
 class Context:
     """Progress, logging, requests to the client and connection control for one request."""
 
-    def __init__(self, *, server, session, request_id, params: dict | None, outbox: Outbox, user=None, scope=None):
+    def __init__(self, *, server, session, request_id, params: dict | None, host: Host, user=None, scope=None):
         self.server = server
         self.session = session
         self.request_id = request_id
         self.params = params or {}
-        self.outbox = outbox
+        self.host = host
         self.user = user
         self.scope = scope
 
@@ -90,11 +99,11 @@ class Context:
         await self.log("error", data, logger)
 
     async def send_notification(self, method: str, params: dict | None = None):
-        await self.outbox.send(jsonrpc.notification(method, params))
+        await self.host.send(jsonrpc.notification(method, params))
 
     async def send_request(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:
         """Ask the client something on this request's stream and wait for its answer."""
-        return await self.outbox.request(method, params, timeout)
+        return await self.host.request(method, params, timeout)
 
     def _require(self, capability: str):
         if capability not in self.client_capabilities:
@@ -128,14 +137,14 @@ class Context:
 
     async def close_sse_stream(self, retry_ms: int | None = None):
         """End this request's SSE *connection* (not the stream): the client resumes after `retry`."""
-        await self.outbox.close_connection(retry_ms)
+        await self.host.close_connection(retry_ms)
 
     async def notify_resource_updated(self, uri: str):
-        await self.outbox.notify_session(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
+        await self.host.notify_session(jsonrpc.notification("notifications/resources/updated", {"uri": uri}))
 
     async def notify_list_changed(self, what: str):
         """`what` is "tools", "resources" or "prompts"; sent on the session's GET stream."""
-        await self.outbox.notify_session(jsonrpc.notification(f"notifications/{what}/list_changed"))
+        await self.host.notify_session(jsonrpc.notification(f"notifications/{what}/list_changed"))
 
 
 class SyncContext:

@@ -1,7 +1,6 @@
 """Method -> handler: initialize and version negotiation, capabilities, the MCP methods."""
 from __future__ import annotations
 
-from ..streams.executor import executor
 from . import jsonrpc
 from .content import prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
@@ -20,13 +19,6 @@ STREAMING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 COMPLETION_LIMIT = 100
 
 
-def _store():
-    """Imported late: this module is loaded with the package, before the app registry is ready."""
-    from ..streams import store
-
-    return store
-
-
 def negotiate(requested) -> str:
     return requested if requested in SUPPORTED_VERSIONS else LATEST_VERSION
 
@@ -38,26 +30,27 @@ def _require_str(params: dict, key: str) -> str:
     return value
 
 
-async def visible(items, user) -> list:
-    """The items this user may see; permission checks run on the database thread."""
+async def visible(items, ctx: Context) -> list:
+    """The items this request's user may see; permission checks run where blocking code runs."""
     items = list(items)
     if not any(item.restricted for item in items):
         return items
-    return await executor.run(lambda: [item for item in items if item.allowed(user)])
+    user = ctx.user
+    return await ctx.host.run_sync(lambda: [item for item in items if item.allowed(user)])
 
 
-async def permitted(item, user) -> bool:
-    return item is not None and (not item.restricted or await executor.run(item.allowed, user))
+async def permitted(item, ctx: Context) -> bool:
+    return item is not None and (not item.restricted or await ctx.host.run_sync(item.allowed, ctx.user))
 
 
-async def _named(registry: dict, params: dict, what: str, user):
+async def _named(registry: dict, params: dict, what: str, ctx: Context):
     """The tool or prompt named in params (if this user may use it), and its `arguments` object.
 
     A hidden item is unknown, not forbidden: its existence is not disclosed.
     """
     name = _require_str(params, "name")
     item = registry.get(name)
-    if not await permitted(item, user):
+    if not await permitted(item, ctx):
         raise InvalidParams(f"Unknown {what}: {name}")
     arguments = params.get("arguments")
     if arguments is not None and not isinstance(arguments, dict):
@@ -128,45 +121,45 @@ class Dispatcher:
 
     async def tools_list(self, params, ctx):
         _no_cursor(params)
-        return {"tools": [t.definition() for t in await visible(self.server.tools.values(), ctx.user)]}
+        return {"tools": [t.definition() for t in await visible(self.server.tools.values(), ctx)]}
 
     async def tools_call(self, params, ctx):
-        tool, arguments = await _named(self.server.tools, params, "tool", ctx.user)
+        tool, arguments = await _named(self.server.tools, params, "tool", ctx)
         return await call_tool(tool, arguments, ctx)
 
     async def resources_list(self, params, ctx):
         _no_cursor(params)
-        resources = await visible(self.server.resources.values(), ctx.user)
+        resources = await visible(self.server.resources.values(), ctx)
         return {"resources": [r.definition() for r in resources if not r.is_template]}
 
     async def resource_templates_list(self, params, ctx):
         _no_cursor(params)
-        resources = await visible(self.server.resources.values(), ctx.user)
+        resources = await visible(self.server.resources.values(), ctx)
         return {"resourceTemplates": [r.definition() for r in resources if r.is_template]}
 
     async def resources_read(self, params, ctx):
         uri = _require_str(params, "uri")
         resource, args = self.server.find_resource(uri)
-        if not await permitted(resource, ctx.user):
+        if not await permitted(resource, ctx):
             raise JSONRPCError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
         kwargs = resource.signature.bind(args)
         value = await resource.signature.call(resource.fn, kwargs, ctx)
         return {"contents": resource_contents(uri, value, resource.mime_type)}
 
     async def resources_subscribe(self, params, ctx):
-        await _store().asubscribe(ctx.session.id, _require_str(params, "uri"))
+        await ctx.host.subscribe(_require_str(params, "uri"))
         return {}
 
     async def resources_unsubscribe(self, params, ctx):
-        await _store().aunsubscribe(ctx.session.id, _require_str(params, "uri"))
+        await ctx.host.unsubscribe(_require_str(params, "uri"))
         return {}
 
     async def prompts_list(self, params, ctx):
         _no_cursor(params)
-        return {"prompts": [p.definition() for p in await visible(self.server.prompts.values(), ctx.user)]}
+        return {"prompts": [p.definition() for p in await visible(self.server.prompts.values(), ctx)]}
 
     async def prompts_get(self, params, ctx):
-        prompt, arguments = await _named(self.server.prompts, params, "prompt", ctx.user)
+        prompt, arguments = await _named(self.server.prompts, params, "prompt", ctx)
         kwargs = prompt.signature.bind(arguments)
         value = await prompt.signature.call(prompt.fn, kwargs, ctx)
         result = {"messages": prompt_messages(value)}
@@ -189,7 +182,7 @@ class Dispatcher:
         if not isinstance(name, str):
             raise InvalidParams(f"Invalid params: ref.{key} must be a string")
         target = (self.server.prompts if key == "name" else self.server.resources).get(name)
-        if not await permitted(target, ctx.user):
+        if not await permitted(target, ctx):
             raise InvalidParams(f"Unknown {'prompt' if key == 'name' else 'resource template'}: {name}")
         context = params.get("context")
         context_args = context.get("arguments") if isinstance(context, dict) else None
@@ -210,8 +203,7 @@ class Dispatcher:
         level = params.get("level")
         if level not in LOG_LEVELS:
             raise InvalidParams(f"Invalid params: level must be one of {', '.join(LOG_LEVELS)}")
-        await _store().aset_log_level(ctx.session.id, level)
-        ctx.session.log_level = level
+        await ctx.host.set_log_level(level)
         return {}
 
 

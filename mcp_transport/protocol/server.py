@@ -1,6 +1,8 @@
 """MCPServer: a named registry plus its dispatcher, mountable at a path like an AdminSite."""
 from __future__ import annotations
 
+from typing import Protocol
+
 from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import mcp_settings
@@ -8,6 +10,28 @@ from .dispatch import Dispatcher
 from .registry import Registry
 
 servers: dict[str, "MCPServer"] = {}
+
+
+class Notifier(Protocol):
+    """Delivers server-initiated notifications to sessions; the execution layer registers one
+    (`set_notifier`, from the app's `ready()`)."""
+
+    async def notify_subscribers(self, server_name: str, uri: str) -> None: ...
+
+    async def broadcast(self, server_name: str, method: str) -> None: ...
+
+
+_notifier: list[Notifier] = []
+
+
+def set_notifier(notifier: Notifier):
+    _notifier[:] = [notifier]
+
+
+def _notifier_or_fail() -> Notifier:
+    if not _notifier:
+        raise ImproperlyConfigured("mcp_transport is not in INSTALLED_APPS: no notifier is registered")
+    return _notifier[0]
 
 
 class MCPServer(Registry):
@@ -38,15 +62,11 @@ class MCPServer(Registry):
 
     async def notify_resource_updated(self, uri: str):
         """Tell every session subscribed to `uri` (on its GET stream) that it changed."""
-        from ..streams import runner
-
-        await runner.notify_subscribers(self.name, uri)
+        await _notifier_or_fail().notify_subscribers(self.name, uri)
 
     async def notify_list_changed(self, what: str):
         """`what`: tools, resources or prompts. Goes to every active session of this server."""
-        from ..streams import runner
-
-        await runner.broadcast(self.name, f"notifications/{what}/list_changed")
+        await _notifier_or_fail().broadcast(self.name, f"notifications/{what}/list_changed")
 
 
 def get_server(name_or_server) -> MCPServer:

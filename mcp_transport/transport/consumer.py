@@ -1,6 +1,6 @@
 """The Streamable HTTP endpoint: one Channels consumer answering POST, GET and DELETE.
 
-A request answered with SSE runs as its own task (streams.runner); this consumer only
+A request answered with SSE runs as its own task (execution.runner); this consumer only
 holds the connection: it writes the events the task stores, in order, until the
 response, or until the disconnect policy (or the tool) closes the connection early.
 The client then resumes with GET + Last-Event-ID, here or on any other worker.
@@ -22,9 +22,12 @@ from ..models import Event, Stream
 from ..protocol import jsonrpc
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.server import get_server
-from ..streams import bus, relay, runner, store
-from ..streams.executor import executor
-from ..streams.heartbeat import heartbeat
+from ..eventids import format_event_id, format_event_ids, parse_event_id
+from ..execution import errors, runner, worker
+from ..execution.heartbeat import heartbeat
+from ..storage import store
+from ..storage.executor import executor
+from ..wakeups import bus, relay
 from . import guards, sse
 from .guards import Rejected
 
@@ -58,14 +61,13 @@ class MCPConsumer(AsyncConsumer):
         self.principal = None
 
     async def __call__(self, scope, receive, send):
-        # No channel per connection: wake-ups come through streams.bus (and streams.relay, one
+        # No channel per connection: wake-ups come through wakeups.bus (and wakeups.relay, one
         # channel per process).
         self.scope = scope
         self.base_send = send
         self.server = get_server(self.server_ref)
         self.headers = guards.header_map(scope)
-        await relay.relay.start()
-        heartbeat.start()
+        await worker.start()
         try:
             while True:
                 await self.dispatch(await receive())
@@ -257,12 +259,13 @@ class MCPConsumer(AsyncConsumer):
         params = message.params or {}
         user = self.scope.get("user")
         session_id = secrets.token_hex(16)
-        try:
-            await store.acreate_session(
-                session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
-                user.pk if getattr(user, "is_authenticated", False) else None, self.principal_id,
-            )
-        except LimitExceeded as exc:
+        limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
+        created = await store.acreate_session(
+            session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
+            user.pk if getattr(user, "is_authenticated", False) else None, self.principal_id, limit,
+        )
+        if created is None:
+            exc = limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=self.principal_id)
             await self.reject(too_many(exc), message.id)
             return
         await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
@@ -334,10 +337,10 @@ class MCPConsumer(AsyncConsumer):
             self.unlisten(listener)
             raise
         await self.start_stream(session, listener, conn, events, last_seq, disconnect, retry_ms,
-                                reprime=store.format_event_id(stream_id, last_seq))
+                                reprime=format_event_id(stream_id, last_seq))
 
     async def resume(self, session, last_event_id: str):
-        parsed = store.parse_event_id(last_event_id)
+        parsed = parse_event_id(last_event_id)
         if parsed is None:
             raise Rejected(400, "Bad Request: malformed Last-Event-ID")
         stream_id, seq = parsed
@@ -348,7 +351,7 @@ class MCPConsumer(AsyncConsumer):
         # Subscribed here before the read; other workers' wake-ups only if the stream is still open.
         listener = bus.listen(stream_id)
         try:
-            found = await store.aresume_stream(session.id, stream_id, seq)
+            found = await store.aresume_stream(session.id, stream_id, seq, errors.worker_lost)
         except BaseException:
             self.unlisten(listener)
             raise
@@ -430,7 +433,7 @@ class MCPConsumer(AsyncConsumer):
             head, events = sse.event(events[0].event_id, "", retry_ms), events[1:]
         if not events:
             return head
-        return head + sse.events(store.format_event_ids(events[0].stream_id, [e.seq for e in events]),
+        return head + sse.events(format_event_ids(events[0].stream_id, [e.seq for e in events]),
                                  [e.payload for e in events])
 
     async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms):

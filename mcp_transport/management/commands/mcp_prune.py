@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand
 
-from mcp_transport.streams import store
+from mcp_transport.storage import store
 
 
 class Command(BaseCommand):

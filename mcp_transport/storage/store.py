@@ -15,14 +15,14 @@ import socket
 import time
 from contextlib import nullcontext
 from datetime import timedelta
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 from django.db import DEFAULT_DB_ALIAS, connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from .. import limits
 from ..conf import mcp_settings
+from ..eventids import format_event_id
 from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff
 from . import hotsql
 from .executor import batched
@@ -72,32 +72,12 @@ def stream_pk(stream: int | PendingStream) -> int:
     return stream.id
 
 
-_DIGITS = re.compile(r"[0-9]+")
-
-
-def format_event_id(stream_id: int, seq: int) -> str:
-    return f"{stream_id}-{seq}"
-
-
-def format_event_ids(stream_id: int, seqs) -> list[str]:
-    """format_event_id for a replay's many events, in one comprehension."""
-    return [f"{stream_id}-{seq}" for seq in seqs]
-
-
-def parse_event_id(value: str) -> tuple[int, int] | None:
-    """`<stream>-<seq>` -> (stream, seq); anything else -> None."""
-    stream, sep, seq = value.partition("-")
-    if not sep or len(value) > 40 or not (_DIGITS.fullmatch(stream) and _DIGITS.fullmatch(seq)):
-        return None
-    return int(stream), int(seq)
-
-
 def create_session(session_id, server, protocol_version, client_info, capabilities, user_id=None,
-                   principal="") -> Session:
+                   principal="", limit=0) -> Session | None:
+    """A new session; None when `principal` already has `limit` active ones (0: no limit)."""
     client_info = client_info or {}
-    limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
     if principal and limit and Session.objects.active().filter(principal=principal).count() >= limit:
-        raise limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=principal)
+        return None
     return Session.objects.create(
         id=session_id,
         server=server,
@@ -377,12 +357,13 @@ def events_after(stream_id: int, seq: int) -> tuple[list[StoredEvent], str]:
 
 
 @own_transaction
-def resume_stream(session_id: str, stream_id: int, seq: int):
+def resume_stream(session_id: str, stream_id: int, seq: int, orphan_error: Callable[[Stream], str]):
     """A client resuming after event `seq`: its stream and the events to replay (one statement on
     PostgreSQL).
 
     The stream must be this session's and still replayable, else None. A request whose
-    worker's lease ran out is failed first (so the client gets an error, not silence). The
+    worker's lease ran out is failed first with `orphan_error(stream)` as its last message (so the
+    client gets an error, not silence). The
     connection is recorded by `connected`, which the caller queues without waiting for it.
     -> (stream, failed events, events after `seq`, status).
     """
@@ -391,10 +372,12 @@ def resume_stream(session_id: str, stream_id: int, seq: int):
     db = connections[DEFAULT_DB_ALIAS]
     sql = hotsql.hot(db)
     with _atomic(db, one_statement=True):  # a failing orphan's append opens its own
-        return _replay_sql(sql, session_id, stream_id, seq) if sql else _replay_orm(session_id, stream_id, seq)
+        if sql is not None:
+            return _replay_sql(sql, session_id, stream_id, seq, orphan_error)
+        return _replay_orm(session_id, stream_id, seq, orphan_error)
 
 
-def _replay_sql(sql: hotsql.HotSQL, session_id: str, stream_id: int, seq: int):
+def _replay_sql(sql: hotsql.HotSQL, session_id: str, stream_id: int, seq: int, orphan_error):
     now = timezone.now()
     found = sql.find_and_replay(session_id, stream_id, seq, sql.adapt_time(retention_cutoff(now)),
                                 sql.adapt_time(now))
@@ -404,20 +387,20 @@ def _replay_sql(sql: hotsql.HotSQL, session_id: str, stream_id: int, seq: int):
     stream = Stream(id=stream_id, session_id=session_id, **dict(zip(hotsql.FOUND_COLUMNS, columns)))
     if seq > stream.last_seq:
         return None
-    failed = fail_orphans(stream_id) if lease_expired and stream.status == hotsql.OPEN else []
+    failed = fail_orphans(orphan_error, stream_id) if lease_expired and stream.status == hotsql.OPEN else []
     if failed:
         rows = sql.events_after(stream_id, seq)
     events = [StoredEvent(stream_id, s, k, p) for s, k, p in rows]
     return stream, failed, events, Stream.Status.FAILED if failed else stream.status
 
 
-def _replay_orm(session_id: str, stream_id: int, seq: int):
+def _replay_orm(session_id: str, stream_id: int, seq: int, orphan_error):
     stream = find_stream(session_id, stream_id)
     if stream is None or seq > stream.last_seq:
         return None
     failed = []
     if stream.status == Stream.Status.OPEN and stream.kind == Stream.Kind.REQUEST:
-        failed = fail_orphans(stream_id)
+        failed = fail_orphans(orphan_error, stream_id)
     return stream, failed, *events_after(stream_id, seq)
 
 
@@ -504,19 +487,9 @@ def heartbeat(host: str, pid: int, stopping=False):
     )
 
 
-def orphan_error(stream: Stream) -> str:
-    from ..protocol import jsonrpc
-
-    request_id = json.loads(stream.request_id) if stream.request_id else None
-    return jsonrpc.dumps(jsonrpc.error(
-        request_id, jsonrpc.INTERNAL_ERROR,
-        f"The worker running this request ({stream.worker}) stopped before it finished; please retry",
-        {"reason": "worker_lost", "worker": stream.worker},
-    ))
-
-
-def fail_orphans(stream_id: int | None = None) -> list[StoredEvent]:
-    """Requests whose worker's lease ran out end with a JSON-RPC error, so no client waits forever."""
+def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = None) -> list[StoredEvent]:
+    """Requests whose worker's lease ran out end with `orphan_error(stream)` (the execution layer's
+    JSON-RPC error), so no client waits forever."""
     orphans = Stream.objects.filter(
         status=Stream.Status.OPEN, kind=Stream.Kind.REQUEST, lease_expires_at__lt=timezone.now()
     )

@@ -22,8 +22,10 @@ from ..protocol import jsonrpc
 from ..protocol.context import Context
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.jsonrpc import JSONRPCError
-from . import relay, store
-from .executor import executor
+from ..storage import store
+from ..storage.executor import executor
+from ..wakeups import relay
+from . import errors
 
 logger = logging.getLogger("mcp_transport")
 
@@ -66,8 +68,9 @@ async def send_to_session(session_id: str, message: dict):
     relay.publish(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(message)]))
 
 
-class StreamOutbox:
-    """Messages of one request, stored on its stream before anyone sends them."""
+class RequestHost:
+    """What a request's context reaches (protocol.context.Host): its messages, stored on its stream
+    before anyone sends them; its session's subscriptions and log level; the database thread."""
 
     # Writes (of up to 128 messages each) a tool may have queued before `send` waits for the oldest.
     MAX_QUEUED = 16
@@ -139,13 +142,26 @@ class StreamOutbox:
     async def notify_session(self, message: dict):
         await send_to_session(self.session.id, message)
 
+    async def run_sync(self, fn, *args):
+        return await executor.run(fn, *args)
+
+    async def subscribe(self, uri: str):
+        await store.asubscribe(self.session.id, uri)
+
+    async def unsubscribe(self, uri: str):
+        await store.aunsubscribe(self.session.id, uri)
+
+    async def set_log_level(self, level: str):
+        await store.aset_log_level(self.session.id, level)
+        self.session.log_level = level
+
 
 def make_context(server, session, message, stream, scope=None) -> Context:
     user = (scope or {}).get("user")
     user = user if getattr(user, "is_authenticated", False) else None
     return Context(
         server=server, session=session, request_id=message.id, params=message.params,
-        outbox=StreamOutbox(session, stream), user=user, scope=scope,
+        host=RequestHost(session, stream), user=user, scope=scope,
     )
 
 
@@ -162,17 +178,12 @@ async def _answer(server, session, message, stream, scope) -> tuple[dict, str]:
         return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text), Stream.Status.FAILED
 
 
-def operator_cancel_error(request_id, reason: str | None) -> dict:
-    return jsonrpc.error(request_id, jsonrpc.REQUEST_CANCELLED, "Request cancelled by an operator",
-                         {"reason": reason} if reason else None)
-
-
 async def _run_on_stream(server, session, message, stream: store.PendingStream, scope, inflight: InFlight):
     try:
         payload, status = await _answer(server, session, message, stream, scope)
     except asyncio.CancelledError:
         if inflight.cancelled_by_operator:
-            error = operator_cancel_error(message.id, inflight.cancel_reason)
+            error = errors.operator_cancelled(message.id, inflight.cancel_reason)
             await _finish(stream, [jsonrpc.dumps(error)], Stream.Status.CANCELLED)
             return
         if inflight.cancelled_by_client:
@@ -281,7 +292,7 @@ async def answer_now(server, session, message, scope=None) -> dict | None:
         return payload
     except asyncio.CancelledError:
         if inflight.cancelled_by_operator:
-            return operator_cancel_error(message.id, inflight.cancel_reason)
+            return errors.operator_cancelled(message.id, inflight.cancel_reason)
         if inflight.cancelled_by_client:
             return None
         raise
@@ -376,3 +387,12 @@ async def broadcast(server_name: str, method: str):
     message = jsonrpc.notification(method)
     for session_id in await store.aactive_session_ids(server_name):
         await send_to_session(session_id, message)
+
+
+def _cancel_delivered(session_id: str, payload: dict):
+    cancel(session_id, payload["request"], payload.get("reason"), by=payload.get("by"))
+
+
+relay.relay.on(relay.CANCEL, _cancel_delivered)
+relay.relay.on(relay.RESPOND, resolve_here)
+relay.relay.on(relay.SESSION_END, cancel_session)

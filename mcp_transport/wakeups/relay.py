@@ -8,17 +8,23 @@ re-joins its groups: a lost wake-up delays an event, it never loses one.
 
 With the in-memory layer (one process) events need no wake-ups; control signals (from
 the admin, say) still go through it.
+
+What a cancel or a client's answer means is not this module's business: the layer that runs
+requests registers a handler for each (`Relay.on`), and the relay calls it, whether the signal
+came over the channel layer or from the table of deliveries.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import re
+from typing import Callable
 
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ..conf import mcp_settings
-from . import bus, store
+from ..storage import store
+from . import bus
 
 logger = logging.getLogger("mcp_transport")
 
@@ -58,6 +64,8 @@ def worker_group(worker: str) -> str:
 
 class Relay:
     def __init__(self):
+        # CANCEL and RESPOND: handler(session id, payload); SESSION_END: handler(session id).
+        self.handlers: dict[str, Callable] = {}
         self.layer = None
         self.channel: str | None = None
         self.remote = False
@@ -76,10 +84,12 @@ class Relay:
             return
         await asyncio.shield(self._started)
 
-    async def _start(self):
-        from . import shutdown
+    def on(self, kind: str, handler: Callable):
+        """What this process does when another asks it to cancel (CANCEL), hands it a client's answer
+        (RESPOND) or ends a session (SESSION_END)."""
+        self.handlers[kind] = handler
 
-        shutdown.install()
+    async def _start(self):
         layer = get_channel_layer()
         if layer is None:
             return
@@ -209,8 +219,6 @@ class Relay:
                 logger.exception("Bad channel-layer message %r", message)
 
     def handle(self, message: dict):
-        from . import runner
-
         kind = message.get("type")
         if message.get("origin") == store.WORKER and kind in (WAKE, CLOSE, END, SESSION_END):
             return
@@ -223,21 +231,21 @@ class Relay:
         elif kind == END:
             bus.end(message["stream"])
         elif kind == CANCEL:
-            runner.cancel(message["session"], message["request"], message.get("reason"), by=message.get("by"))
+            self._call(CANCEL, message["session"], _cancel_payload(message))
         elif kind == RESPOND:
-            runner.resolve_here(message["session"], message["response"])
+            self._call(RESPOND, message["session"], message["response"])
         elif kind == SESSION_END:
             store.forget_session(message["session"])
-            runner.cancel_session(message["session"])
+            self._call(SESSION_END, message["session"])
+
+    def _call(self, kind: str, *args):
+        handler = self.handlers.get(kind)
+        if handler is not None:
+            handler(*args)
 
     async def take_deliveries(self):
-        from . import runner
-
         for session_id, kind, payload in await store.atake_deliveries(store.WORKER):
-            if kind == "response":
-                runner.resolve_here(session_id, payload)
-            else:
-                runner.cancel(session_id, payload["request"], payload.get("reason"), by=payload.get("by"))
+            self._call(RESPOND if kind == "response" else CANCEL, session_id, payload)
 
     async def _sweep_forever(self):
         """Catch up on lost wake-ups and re-join groups a restarted Redis forgot.
@@ -267,6 +275,10 @@ class Relay:
                 raise
             except Exception:
                 logger.warning("Wake-up sweep failed; retrying", exc_info=True)
+
+
+def _cancel_payload(message: dict) -> dict:
+    return {"request": message["request"], "reason": message.get("reason"), "by": message.get("by")}
 
 
 relay = Relay()

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import defaultdict
 
-from .store import StoredEvent
+from ..storage.store import StoredEvent
 
 
 class Listener:

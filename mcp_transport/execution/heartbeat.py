@@ -11,7 +11,9 @@ import socket
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from . import relay, store
+from ..storage import store
+from ..wakeups import relay
+from . import errors
 
 logger = logging.getLogger("mcp_transport")
 FLUSH_SECONDS = 0.5
@@ -47,7 +49,7 @@ class Heartbeat:
 
     async def beat(self):
         await store.aheartbeat(socket.gethostname(), os.getpid())
-        failed = await store.afail_orphans()
+        failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)
             relay.publish(stream_id, [e for e in failed if e.stream_id == stream_id])

@@ -18,8 +18,9 @@ import threading
 
 from ..conf import mcp_settings
 from ..models import Stream
-from ..protocol import jsonrpc
-from . import bus, relay, runner, store
+from ..storage import store
+from ..wakeups import bus, relay
+from . import errors, runner
 from .heartbeat import heartbeat
 
 logger = logging.getLogger("mcp_transport")
@@ -56,14 +57,6 @@ def _on_sigterm(reactor):
     asyncio.ensure_future(run())
 
 
-def shutdown_error(request_id) -> str:
-    return jsonrpc.dumps(jsonrpc.error(
-        request_id, jsonrpc.INTERNAL_ERROR,
-        f"The worker running this request ({store.WORKER}) shut down before it finished; please retry",
-        {"reason": "worker_shutdown", "worker": store.WORKER},
-    ))
-
-
 async def graceful(grace: float):
     await store.aheartbeat(socket.gethostname(), os.getpid(), stopping=True)
     retry_ms = mcp_settings.RETRY_MS if isinstance(mcp_settings.RETRY_MS, int) else None
@@ -73,7 +66,7 @@ async def graceful(grace: float):
     while runner.running_streams() and loop.time() < deadline:
         await asyncio.sleep(0.05)
     for (session_id, key), stream_id in runner.running_streams().items():
-        events = await store.aappend(stream_id, [shutdown_error(json.loads(key))], finish=Stream.Status.FAILED)
+        events = await store.aappend(stream_id, [errors.worker_shutdown(json.loads(key), store.WORKER)], finish=Stream.Status.FAILED)
         relay.publish(stream_id, events)
         runner.cancel(session_id, json.loads(key), "worker shutdown")
         logger.warning("Stream %s failed: the worker shut down before its request finished", stream_id)

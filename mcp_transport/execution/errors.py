@@ -1,0 +1,29 @@
+"""The JSON-RPC errors a request's stream ends with when its tool did not get to answer."""
+from __future__ import annotations
+
+import json
+
+from ..protocol import jsonrpc
+
+
+def operator_cancelled(request_id, reason: str | None) -> dict:
+    return jsonrpc.error(request_id, jsonrpc.REQUEST_CANCELLED, "Request cancelled by an operator",
+                         {"reason": reason} if reason else None)
+
+
+def worker_lost(stream) -> str:
+    """For a request whose worker's lease ran out (the store writes it as the stream's last event)."""
+    request_id = json.loads(stream.request_id) if stream.request_id else None
+    return jsonrpc.dumps(jsonrpc.error(
+        request_id, jsonrpc.INTERNAL_ERROR,
+        f"The worker running this request ({stream.worker}) stopped before it finished; please retry",
+        {"reason": "worker_lost", "worker": stream.worker},
+    ))
+
+
+def worker_shutdown(request_id, worker: str) -> str:
+    return jsonrpc.dumps(jsonrpc.error(
+        request_id, jsonrpc.INTERNAL_ERROR,
+        f"The worker running this request ({worker}) shut down before it finished; please retry",
+        {"reason": "worker_shutdown", "worker": worker},
+    ))

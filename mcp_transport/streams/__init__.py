@@ -1,1 +1,0 @@
-"""Durable streams: the event store, wake-ups between connections, in-flight requests."""
