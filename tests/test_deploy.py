@@ -807,7 +807,7 @@ def test_run_sh_serves_through_nginx_and_stops_cleanly():
 
 
 # Found while counting (429s in the loss test): the close of a connection replaced by the client's own
-# resume was counted as a close the client must wait `retry` after. Fixed in consumer.record_end.
+# resume was counted as a close the client must wait `retry` after. Fixed in endpoint.record_end.
 
 
 def test_resumes_after_a_replaced_connection_are_not_early_reconnects(daphne):

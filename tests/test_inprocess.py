@@ -1,4 +1,4 @@
-"""The consumer driven in-process through mcp_transport.testing (what users get for their own tests)."""
+"""The endpoint driven in-process through mcp_transport.testing (what users get for their own tests)."""
 import pytest
 from django.core.management import call_command
 

@@ -156,7 +156,7 @@ def test_standalone_stream_is_one_per_session(write_path):
 
 def test_a_resumption_finds_and_replays_then_records(write_path):
     """One trip: this session's stream only and the events after the given seq; the connection
-    is recorded by a second call, which the consumer does not wait for."""
+    is recorded by a second call, which the endpoint does not wait for."""
     new_session()
     new_session("other")
     stream_id, _ = store.open_stream("s1", method="tools/call", tool_name="echo", prime=True)

@@ -1,1 +1,1 @@
-"""Streamable HTTP on Channels: the consumer, SSE framing, request guards, routing."""
+"""Streamable HTTP: the endpoint (an ASGI application), SSE framing, request guards, routing."""

@@ -1,23 +1,23 @@
-"""One helper for `asgi.py`: MCP paths go to the consumer, everything else to Django."""
+"""One helper for `asgi.py`: MCP paths go to the endpoint, everything else to Django."""
 from __future__ import annotations
 
 import json
 
 from .. import auth
 from ..conf import mcp_settings
-from .consumer import MCPConsumer
+from .endpoint import MCPEndpoint
 
 
 def mcp_application(django_app, servers: dict | None = None, *, middleware=None):
     """Wrap Django's ASGI app.
 
     `servers` maps paths to servers (an MCPServer or its name); default `{"/mcp": "default"}`.
-    `middleware` wraps each MCP consumer, e.g. `channels.auth.AuthMiddlewareStack`.
+    `middleware` wraps each MCP endpoint, e.g. `channels.auth.AuthMiddlewareStack`.
     """
     routes = {}
     metadata = {}
     for path, server in (servers or {"/mcp": "default"}).items():
-        app = MCPConsumer.as_asgi(server=server)
+        app = MCPEndpoint.as_asgi(server=server)
         if middleware is not None:
             app = middleware(app)
         path = "/" + path.strip("/")

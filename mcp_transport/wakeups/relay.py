@@ -77,7 +77,7 @@ class Relay:
         self._slots: asyncio.Semaphore | None = None  # made on this process's loop, in _start
 
     async def start(self):
-        """Idempotent, lazy: daphne has no lifespan, so the first consumer starts it."""
+        """Idempotent, lazy: daphne has no lifespan, so the first request starts it."""
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
         elif self._started.done():

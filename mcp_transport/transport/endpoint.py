@@ -1,33 +1,31 @@
-"""The Streamable HTTP endpoint: one Channels consumer answering POST, GET and DELETE.
+"""The Streamable HTTP endpoint: one ASGI application answering POST, GET and DELETE.
 
-A request answered with SSE runs as its own task (execution.runner); this consumer only
+A request answered with SSE runs as its own task (execution.runner); the endpoint only
 holds the connection: it writes the events the task stores, in order, until the
 response, or until the disconnect policy (or the tool) closes the connection early.
 The client then resumes with GET + Last-Event-ID, here or on any other worker.
+
+It is a plain ASGI application, not a Channels consumer: a connection needs no channel of its
+own (wake-ups reach it through this process's bus, and other workers' through the relay's one
+channel per process), and no hop to a thread before each message to close stale database
+connections (every database call runs on the store's database thread, which checks its own).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import secrets
 import time
-
-from channels.consumer import AsyncConsumer, get_handler_name
-from channels.exceptions import StopConsumer
+from dataclasses import dataclass
 
 from .. import auth, limits, policies
 from ..conf import mcp_settings
+from ..eventids import format_event_id, format_event_ids, parse_event_id
+from ..execution import runner, sessions, streams, worker
 from ..limits import LimitExceeded
 from ..models import Event, Stream
 from ..protocol import jsonrpc
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.server import get_server
-from ..eventids import format_event_id, format_event_ids, parse_event_id
-from ..execution import errors, runner, worker
-from ..execution.heartbeat import heartbeat
-from ..storage import store
-from ..storage.executor import executor
-from ..wakeups import bus, relay
 from . import guards, sse
 from .guards import Rejected
 
@@ -40,6 +38,7 @@ SSE_HEADERS = [*SSE_COMPLETE_HEADERS, (b"cache-control", b"no-cache"), (b"x-acce
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOW = "GET, POST, DELETE"
 SESSION_NOT_FOUND = -32001
+FINAL = Event.Kind.FINAL
 
 
 def too_many(exc: LimitExceeded) -> Rejected:
@@ -47,8 +46,28 @@ def too_many(exc: LimitExceeded) -> Rejected:
     return Rejected(429, exc.message, code=exc.code, headers=headers)
 
 
-class MCPConsumer(AsyncConsumer):
-    """Mount with `MCPConsumer.as_asgi(server="default")`, or use `mcp_transport.routing`."""
+@dataclass
+class ConnectionTerms:
+    """The policies in force on one SSE connection, and how the admin shows them."""
+
+    conn: policies.Connection
+    disconnect: policies.DisconnectPolicy
+    retry_ms: int | None
+    label: str
+
+
+class MCPEndpoint:
+    """Mount with `MCPEndpoint.as_asgi(server="default")`, or use `mcp_transport.routing`."""
+
+    @classmethod
+    def as_asgi(cls, server="default"):
+        """An ASGI application serving `server` (an MCPServer or its name): one instance per request."""
+
+        async def app(scope, receive, send):
+            await cls(server).serve(scope, receive, send)
+
+        app.endpoint_class = cls
+        return app
 
     def __init__(self, server="default"):
         self.server_ref = server
@@ -57,39 +76,32 @@ class MCPConsumer(AsyncConsumer):
         self.responded = False
         self.pump: asyncio.Task | None = None
         self.cors: list = []
-        self.log_id: int | asyncio.Future | None = None
         self.principal = None
 
-    async def __call__(self, scope, receive, send):
-        # No channel per connection: wake-ups come through wakeups.bus (and wakeups.relay, one
-        # channel per process).
+    async def serve(self, scope, receive, send):
         self.scope = scope
-        self.base_send = send
+        self.send = send
         self.server = get_server(self.server_ref)
         self.headers = guards.header_map(scope)
         await worker.start()
         try:
             while True:
-                await self.dispatch(await receive())
-        except StopConsumer:
-            pass
+                message = await receive()
+                if message["type"] == "http.disconnect":
+                    await self.http_disconnect()
+                    return
+                if message["type"] == "http.request" and await self.http_request(message):
+                    return
         finally:
             if self.pump is not None and not self.pump.done():
                 self.pump.cancel()
 
-    async def dispatch(self, message):
-        # Channels' dispatch hops to a thread to close stale DB connections before every
-        # message; here every DB call runs on the store's database thread, which checks its own.
-        handler = getattr(self, get_handler_name(message), None)
-        if handler is None:
-            raise ValueError(f"No handler for message type {message['type']}")
-        await handler(message)
-
     # ASGI messages
 
-    async def http_request(self, message):
+    async def http_request(self, message) -> bool:
+        """Gather the body, then answer; -> whether this request is over (nothing is streaming)."""
         if self.responded:
-            return
+            return False
         try:
             if not self.body:
                 guards.check_content_length(self.headers)
@@ -99,7 +111,7 @@ class MCPConsumer(AsyncConsumer):
                 raise Rejected(413, f"Payload Too Large: the limit is {mcp_settings.MAX_REQUEST_BYTES} bytes")
             self.body.append(chunk)
             if message.get("more_body"):
-                return
+                return False
             await self.handle(b"".join(self.body))
         except Rejected as exc:
             if exc.status == 413:
@@ -109,17 +121,15 @@ class MCPConsumer(AsyncConsumer):
             logger.exception("Unexpected error in the MCP endpoint")
             if not self.responded:
                 await self.send_json(500, jsonrpc.error(None, jsonrpc.INTERNAL_ERROR, "Internal error"))
-        if self.pump is None:
-            raise StopConsumer()
+        return self.pump is None
 
-    async def http_disconnect(self, message):
+    async def http_disconnect(self):
         if self.pump is not None and not self.pump.done():
             self.pump.cancel()
             try:
                 await self.pump
             except asyncio.CancelledError:
                 pass
-        raise StopConsumer()
 
     # Responses
 
@@ -203,7 +213,7 @@ class MCPConsumer(AsyncConsumer):
             raise Rejected(400, "Bad Request: Mcp-Session-Id header is required; send initialize first")
         session = None
         if len(session_id) <= 64 and session_id.isascii():
-            session = await store.aget_session(session_id, self.server.name)
+            session = await sessions.load(session_id, self.server.name)
         if session is None or session.principal != self.principal_id:
             raise Rejected(404, "Session not found", code=SESSION_NOT_FOUND)
         return session
@@ -256,15 +266,10 @@ class MCPConsumer(AsyncConsumer):
         except jsonrpc.JSONRPCError as exc:
             await self.send_json(400, jsonrpc.error_from(message.id, exc))
             return
-        params = message.params or {}
-        user = self.scope.get("user")
-        session_id = secrets.token_hex(16)
         limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
-        created = await store.acreate_session(
-            session_id, self.server.name, version, params.get("clientInfo"), params.get("capabilities"),
-            user.pk if getattr(user, "is_authenticated", False) else None, self.principal_id, limit,
-        )
-        if created is None:
+        session_id = await sessions.create(self.server.name, version, message.params or {}, self.scope.get("user"),
+                                           self.principal_id, limit)
+        if session_id is None:
             exc = limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=self.principal_id)
             await self.reject(too_many(exc), message.id)
             return
@@ -276,9 +281,9 @@ class MCPConsumer(AsyncConsumer):
             if "requestId" in params:
                 await runner.cancel_anywhere(session.id, params["requestId"], params.get("reason"))
 
-    def policies_for(self, session, tool_name: str):
+    def terms(self, session, conn: policies.Connection) -> ConnectionTerms:
         """The disconnect and retry policies in force for a connection, and how to show them."""
-        tool = self.server.tools.get(tool_name) if tool_name else None
+        tool = self.server.tools.get(conn.tool) if conn.tool else None
         if tool is not None and tool.disconnect_policy is not None:
             disconnect = policies.resolve_disconnect(tool.disconnect_policy)
             label = policies.describe(tool.disconnect_policy)
@@ -290,30 +295,21 @@ class MCPConsumer(AsyncConsumer):
             retry = policies.default_retry()
         if session.protocol_version < POLLING_VERSION:
             disconnect, label = policies.Never(), f"never ({session.protocol_version} client)"
-        return disconnect, retry, label
+        return ConnectionTerms(conn, disconnect, retry.retry_ms(conn), label)
 
     async def open_request_stream(self, session, message):
         params = message.params or {}
         tool_name = params.get("name", "") if message.method == "tools/call" else ""
         tool_name = tool_name if isinstance(tool_name, str) else ""
         runner.check_in_flight(session.id)
-        disconnect, retry, label = self.policies_for(session, tool_name)
-        retry_ms = retry.retry_ms(policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
-        stream, priming, written = await runner.start_on_new_stream(
-            self.server, session, message, self.scope, method=message.method,
+        terms = self.terms(session, policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
+        follow = await streams.open_request(
+            self.server, session, message, self.scope, terms, method=message.method,
             request_id=runner.request_key(message.id), tool_name=tool_name,
-            prime=session.protocol_version >= POLLING_VERSION, policy=label, retry_ms=retry_ms,
+            prime=session.protocol_version >= POLLING_VERSION,
         )
-        events = ([priming] if priming else []) + written
-        conn = policies.Connection(stream.id, Stream.Kind.REQUEST, message.method, tool_name)
-        if written and written[-1].kind == Event.Kind.FINAL:
-            # Answered before the stream existed anywhere but here: one write, nothing to listen for.
-            stream.answered = True
-            await self.send_complete(session, self.frames(events, retry_ms))
-            self.record_end(conn, "completed")
-            return
-        listener = await self.listen(stream.id, join=False)
-        await self.start_stream(session, listener, conn, events, 0, disconnect, retry_ms)
+        terms.conn.stream_id = follow.stream_id
+        await self.start_stream(session, follow, terms)
 
     async def get(self):
         guards.check_get_headers(self.headers)
@@ -323,21 +319,16 @@ class MCPConsumer(AsyncConsumer):
         if last_event_id is not None:
             await self.resume(session, last_event_id.strip())
             return
-        stream_id, last_seq, _ = await store.astandalone_stream(session.id)
-        runner.remember_standalone(session.id, stream_id)
-        if bus.listeners(stream_id):
-            raise Rejected(409, "Conflict: this session already has a GET stream open")
-        listener = await self.listen(stream_id)
-        conn = policies.Connection(stream_id, Stream.Kind.STANDALONE)
-        disconnect, retry, label = self.policies_for(session, "")
-        retry_ms = retry.retry_ms(conn)
+
+        def terms_for(stream_id: int) -> ConnectionTerms:
+            return self.terms(session, policies.Connection(stream_id, Stream.Kind.STANDALONE))
+
         try:
-            events, _, self.log_id = await store.aattach(stream_id, last_seq, label, retry_ms)
-        except BaseException:
-            self.unlisten(listener)
-            raise
-        await self.start_stream(session, listener, conn, events, last_seq, disconnect, retry_ms,
-                                reprime=format_event_id(stream_id, last_seq))
+            follow = await streams.follow_standalone(session, terms_for)
+        except streams.Conflict:
+            raise Rejected(409, "Conflict: this session already has a GET stream open") from None
+        await self.start_stream(session, follow, follow.terms,
+                                reprime=format_event_id(follow.stream_id, follow.start_seq))
 
     async def resume(self, session, last_event_id: str):
         parsed = parse_event_id(last_event_id)
@@ -348,49 +339,16 @@ class MCPConsumer(AsyncConsumer):
             limits.reconnects.check(stream_id)
         except LimitExceeded as exc:
             raise too_many(exc) from None
-        # Subscribed here before the read; other workers' wake-ups only if the stream is still open.
-        listener = bus.listen(stream_id)
-        try:
-            found = await store.aresume_stream(session.id, stream_id, seq, errors.worker_lost)
-        except BaseException:
-            self.unlisten(listener)
-            raise
-        if found is None:
-            self.unlisten(listener)
+
+        def terms_for(stream: Stream) -> ConnectionTerms:
+            return self.terms(session, policies.Connection(
+                stream_id, stream.kind, stream.method, stream.tool_name, reconnects=stream.reconnects + 1,
+                resumed=True))
+
+        follow = await streams.resume(session, stream_id, seq, terms_for)
+        if follow is None:
             raise Rejected(404, "Not Found: no such event in this session")
-        stream, failed, events, status = found
-        conn = policies.Connection(stream_id, stream.kind, stream.method, stream.tool_name,
-                                   reconnects=stream.reconnects + 1, resumed=True)
-        disconnect, retry, label = self.policies_for(session, stream.tool_name)
-        retry_ms = retry.retry_ms(conn)
-        # The replay goes out without waiting for this write (its commit); the log row's id
-        # is needed only when the connection ends.
-        self.log_id = executor.submit(store.connected, stream_id, seq, label, retry_ms)
-        relay.close_connections(stream_id, None, keep=listener, reason="replaced")
-        if failed:
-            logger.warning("Stream %s failed on resume: its worker's lease expired", stream_id)
-            relay.publish(stream_id, failed)
-        ended = status != Stream.Status.OPEN and not any(e.kind == Event.Kind.FINAL for e in events)
-        if status == Stream.Status.OPEN and await relay.relay.join(stream_id):
-            bus.mark_stale(stream_id)  # a wake-up sent between the read and the join is lost
-        await self.start_stream(session, listener, conn, events, seq, disconnect, retry_ms,
-                                reprime=last_event_id, ended=ended)
-
-    async def listen(self, stream_id: int, join=True) -> bus.Listener:
-        """Subscribe before reading the table, so no event falls between replay and live.
-
-        A request stream opened here is written here: it needs no wake-ups from other workers
-        (`join=False` saves two Redis round trips per call) until a client resumes it elsewhere.
-        A resumption joins after its read, and only if the stream is still open (see resume).
-        """
-        listener = bus.listen(stream_id)
-        if join:
-            await relay.relay.join(stream_id)
-        return listener
-
-    def unlisten(self, listener):
-        bus.unlisten(listener)
-        relay.relay.leave(listener.stream_id)
+        await self.start_stream(session, follow, follow.terms, reprime=last_event_id)
 
     async def send_complete(self, session, body: bytes):
         """A whole SSE response at once."""
@@ -398,32 +356,26 @@ class MCPConsumer(AsyncConsumer):
                                       (b"content-length", str(len(body)).encode())])
         await self.send_body(body)
 
-    async def start_stream(self, session, listener, conn, events, last_seq, disconnect, retry_ms, *,
-                           reprime=None, ended=False):
+    async def start_stream(self, session, follow: streams.Follow, terms: ConnectionTerms, *, reprime=None):
         """Send the SSE headers and what is already there, then hand the connection to the pump."""
         polling = session.protocol_version >= POLLING_VERSION
-        last_seq = max([last_seq, *(e.seq for e in events)])
-        first = self.frames(events, retry_ms)
+        first = self.frames(follow.events, terms.retry_ms)
         if not first:
-            first = sse.event(reprime, "", retry_ms) if (reprime and polling) else sse.OPENED
-        if ended or any(e.kind == Event.Kind.FINAL for e in events):
-            self.unlisten(listener)
+            first = sse.event(reprime, "", terms.retry_ms) if (reprime and polling) else sse.OPENED
+        if follow.complete:
             await self.send_complete(session, first)
-            self.record_end(conn, "completed")
+            self.record_end(follow, terms, "completed")
             return
         await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
         await self.send_body(first, more_body=True)
-        listener.delivered = last_seq
-        conn.events_sent = len(events)
-        self.pump = asyncio.ensure_future(self.run_pump(listener, conn, last_seq, disconnect, retry_ms))
+        terms.conn.events_sent = len(follow.events)
+        self.pump = asyncio.ensure_future(self.run_pump(follow, terms))
 
-    def record_end(self, conn, reason: str, retry_ms: int | None = None):
-        """The timeline keeps resumed connections and connections that ended before their stream."""
+    def record_end(self, follow: streams.Follow, terms: ConnectionTerms, reason: str, retry_ms: int | None = None):
         if retry_ms is not None and reason != "replaced":
             # A connection replaced by the client's own resumption asked nothing of the client.
-            limits.reconnects.closed(conn.stream_id, retry_ms)
-        if self.log_id is not None or reason not in ("completed", "ended"):
-            heartbeat.disconnected(conn.stream_id, self.log_id, reason)
+            limits.reconnects.closed(follow.stream_id, retry_ms)
+        follow.stop(reason)
 
     @staticmethod
     def frames(events: list, retry_ms) -> bytes:
@@ -436,54 +388,45 @@ class MCPConsumer(AsyncConsumer):
         return head + sse.events(format_event_ids(events[0].stream_id, [e.seq for e in events]),
                                  [e.payload for e in events])
 
-    async def run_pump(self, listener, conn, last_seq, disconnect, retry_ms):
+    async def run_pump(self, follow: streams.Follow, terms: ConnectionTerms):
         reason = "client"
         self.closed_retry_ms = None
         try:
-            reason = await self.pump_loop(listener, conn, last_seq, disconnect, retry_ms)
+            reason = await self.pump_loop(follow, terms)
         except asyncio.CancelledError:
             raise
         except Exception:
             reason = "error"
-            logger.exception("SSE connection on stream %s failed", conn.stream_id)
+            logger.exception("SSE connection on stream %s failed", follow.stream_id)
             await self.send_body(b"", more_body=False)
         finally:
-            self.unlisten(listener)
-            self.record_end(conn, reason, self.closed_retry_ms)
+            self.record_end(follow, terms, reason, self.closed_retry_ms)
 
-    async def pump_loop(self, listener, conn, last_seq, disconnect, retry_ms) -> str:
+    async def pump_loop(self, follow: streams.Follow, terms: ConnectionTerms) -> str:
         """Write the stream's events as they come; returns why the connection ended."""
         keepalive = float(mcp_settings.KEEPALIVE_SECONDS)
+        conn, retry_ms = terms.conn, terms.retry_ms
         while True:
-            if listener.closing:
-                self.closed_retry_ms = listener.close_retry_ms or retry_ms
+            if follow.closing:
+                self.closed_retry_ms = follow.close_retry_ms or retry_ms
                 await self.send_body(sse.retry(self.closed_retry_ms))
-                return listener.close_reason
+                return follow.close_reason
             now = time.monotonic()
-            deadline = disconnect.deadline(conn)
+            deadline = terms.disconnect.deadline(conn)
             if deadline is not None and now >= deadline:
                 self.closed_retry_ms = retry_ms
                 await self.send_body(sse.retry(retry_ms))
                 return "policy"
             timeout = keepalive if deadline is None else min(keepalive, deadline - now)
-            try:
-                async with asyncio.timeout(timeout):
-                    await listener.wake.wait()
-            except TimeoutError:
+            if not await follow.wait(timeout):
                 if deadline is None or time.monotonic() < deadline:
                     await self.send_body(sse.KEEPALIVE, more_body=True)
                 continue
-            events, stale = listener.take()
-            ended = listener.ended
-            if ended or stale or (events and events[0].seq > last_seq + 1):
-                events, status = await store.aevents_after(conn.stream_id, last_seq)
-                ended = ended or status != Stream.Status.OPEN
-            events = [e for e in events if e.seq > last_seq]
+            events, ended = await follow.next()
             if events:
-                last_seq = listener.delivered = events[-1].seq
                 conn.events_sent += len(events)
                 conn.last_event_at = time.monotonic()
-                final = any(e.kind == Event.Kind.FINAL for e in events)
+                final = any(e.kind == FINAL for e in events)
                 await self.send_body(self.frames(events, retry_ms), more_body=not final)
                 if final:
                     return "completed"
@@ -494,8 +437,5 @@ class MCPConsumer(AsyncConsumer):
     async def delete(self):
         guards.check_protocol_version(self.headers)
         session = await self.load_session()
-        await store.aterminate_session(session.id, self.server.name)
-        store.forget_session(session.id)
-        runner.cancel_session(session.id)
-        relay.relay.session_ended(session.id)
+        await sessions.end(session)
         await self.send_json(200, None)
