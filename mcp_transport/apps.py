@@ -9,9 +9,9 @@ class MCPTransportConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
-        from .execution import runner
+        from .execution.worker import worker
         from .protocol.server import set_notifier
 
-        set_notifier(runner)
+        set_notifier(worker.requests)
 
         autodiscover_modules("mcp")

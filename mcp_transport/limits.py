@@ -71,5 +71,3 @@ class ReconnectGuard:
             exc.retry_after = max(1, math.ceil(remaining))
             raise exc
 
-
-reconnects = ReconnectGuard()

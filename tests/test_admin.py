@@ -627,15 +627,15 @@ def test_summaries_and_pretty_json():
 
 
 async def _cancel_when_running(client, request_id: int, task):
-    from mcp_transport.execution import runner
+    from mcp_transport.execution.worker import worker
 
     key = (client.session_id, json.dumps(request_id))
     for _ in range(2000):
-        if key in runner._inflight or task.done():
+        if key in worker.requests.inflight or task.done():
             break
         await asyncio.sleep(0.005)
-    assert key in runner._inflight, "the request never started"
-    relay.relay.handle({"type": "mcp.cancel", "session": client.session_id, "request": request_id,
+    assert key in worker.requests.inflight, "the request never started"
+    worker.relay.handle({"type": "mcp.cancel", "session": client.session_id, "request": request_id,
                         "reason": "too slow", "by": "operator", "origin": "admin"})
 
 

@@ -5,7 +5,7 @@ from django.core.management import call_command
 from example_project.asgi import application
 from mcp_transport.models import Session, Stream
 from mcp_transport.storage.executor import executor
-from mcp_transport.execution.heartbeat import heartbeat
+from mcp_transport.execution.worker import worker
 from mcp_transport.testing import MCPCommunicator, parse_events
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -40,7 +40,7 @@ async def test_resume_after_disconnect_replays_the_rest():
     assert progress == [1, 2, 3, 4, 5]
     assert rest.result == {"content": [{"type": "text", "text": "done 5"}]}
 
-    await heartbeat.flush()
+    await worker.heartbeat.flush()
     stream_id = int(last_id.split("-")[0])
     stream, log = await executor.run(
         lambda: (Stream.objects.get(pk=stream_id), [(c.resumed_from, c.close_reason) for c in

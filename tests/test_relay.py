@@ -8,6 +8,7 @@ from channels.layers import InMemoryChannelLayer
 from channels_redis.core import RedisChannelLayer
 
 from mcp_transport.wakeups import relay
+from mcp_transport.wakeups.bus import Bus
 
 REDIS_URL = os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")
 
@@ -40,7 +41,7 @@ def burst(slots: int | None, sends: int = 300) -> tuple[list[dict], list[str]]:
 
     async def main():
         layer = redis_layer({"address": REDIS_URL, "max_connections": 4}, capacity=10 * sends)
-        r = relay.Relay()
+        r = relay.Relay("test-worker", Bus())
         r.layer, r.remote = layer, True
         r._slots = asyncio.Semaphore(slots or relay.send_slots(layer))
         listener = await layer.new_channel()

@@ -12,7 +12,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..storage import store
-from ..wakeups import relay
+from ..wakeups.relay import Relay
 from . import errors
 
 logger = logging.getLogger("mcp_transport")
@@ -29,7 +29,10 @@ async def _row_id(log_id):
 
 
 class Heartbeat:
-    def __init__(self):
+    """One per process, owned by the worker."""
+
+    def __init__(self, relay: Relay):
+        self.relay = relay
         self._task: asyncio.Task | None = None
         self._ended: list[tuple[int, int | None, str, object]] = []
 
@@ -52,7 +55,7 @@ class Heartbeat:
         failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)
-            relay.publish(stream_id, [e for e in failed if e.stream_id == stream_id])
+            self.relay.publish(stream_id, [e for e in failed if e.stream_id == stream_id])
 
     async def _run(self):
         next_beat = 0.0
@@ -69,5 +72,3 @@ class Heartbeat:
                 logger.warning("Heartbeat failed; retrying", exc_info=True)
             await asyncio.sleep(FLUSH_SECONDS)
 
-
-heartbeat = Heartbeat()

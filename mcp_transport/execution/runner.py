@@ -1,4 +1,4 @@
-"""Requests in flight in this process: their tasks, their outboxes, and the client's answers.
+"""Requests in flight in this process (`Requests`): their tasks, their hosts, and the client's answers.
 
 A request runs as its own task, apart from any connection: a disconnect ends the
 connection, the task keeps going and its events keep being stored. Only
@@ -23,8 +23,8 @@ from ..protocol.context import Context
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.jsonrpc import JSONRPCError
 from ..storage import store
-from ..storage.executor import executor
-from ..wakeups import relay
+from ..storage.executor import BatchExecutor
+from ..wakeups.relay import Relay
 from . import errors
 
 logger = logging.getLogger("mcp_transport")
@@ -49,25 +49,6 @@ class InFlight:
         return self.stream.id if self.stream is not None else None
 
 
-_inflight: dict[tuple[str, str], InFlight] = {}
-_pending: dict[tuple[str, str], asyncio.Future] = {}
-_standalone: dict[str, int] = {}
-_streams_in_flight: Counter[str] = Counter()
-
-
-def remember_standalone(session_id: str, stream_id: int):
-    _standalone[session_id] = stream_id
-
-
-async def send_to_session(session_id: str, message: dict):
-    """Store a server-initiated message on the session's standalone GET stream and wake its reader."""
-    stream_id = _standalone.get(session_id)
-    if stream_id is None:
-        stream_id, _, _ = await store.astandalone_stream(session_id)
-        _standalone[session_id] = stream_id
-    relay.publish(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(message)]))
-
-
 class RequestHost:
     """What a request's context reaches (protocol.context.Host): its messages, stored on its stream
     before anyone sends them; its session's subscriptions and log level; the database thread."""
@@ -75,7 +56,8 @@ class RequestHost:
     # Writes (of up to 128 messages each) a tool may have queued before `send` waits for the oldest.
     MAX_QUEUED = 16
 
-    def __init__(self, session, stream: store.PendingStream | None):
+    def __init__(self, requests: Requests, session, stream: store.PendingStream | None):
+        self.requests = requests
         self.session = session
         self.stream = stream
         self.budget = StreamBudget()
@@ -89,7 +71,7 @@ class RequestHost:
             return
         payload = jsonrpc.dumps(message)
         self.budget.spend(payload, self.stream.id)
-        stored, new = write(self.stream, [payload])
+        stored, new = self.requests.write(self.stream, [payload])
         if new:
             stored.add_done_callback(self._publish)
             self.queued.append(stored)
@@ -102,7 +84,7 @@ class RequestHost:
     def _publish(self, stored: asyncio.Future):
         if not stored.cancelled() and stored.exception() is None:
             if not self.stream.answered:
-                relay.publish(self.stream.id, stored.result())
+                self.requests.relay.publish(self.stream.id, stored.result())
         elif not stored.cancelled():
             logger.error("Storing an event of stream %s failed", self.stream.id, exc_info=stored.exception())
 
@@ -111,10 +93,11 @@ class RequestHost:
             raise JSONRPCError(
                 jsonrpc.INTERNAL_ERROR, "Cannot send requests to the client without an SSE stream (JSON_RESPONSE)"
             )
-        request_id = f"srv~{store.WORKER}~{secrets.token_hex(8)}"
+        request_id = f"srv~{self.requests.worker_id}~{secrets.token_hex(8)}"
         key = (self.session.id, request_key(request_id))
         future = asyncio.get_running_loop().create_future()
-        _pending[key] = future
+        pending = self.requests.pending
+        pending[key] = future
         try:
             await self.send(jsonrpc.request(request_id, method, params))
             timeout = timeout if timeout is not None else mcp_settings.CLIENT_REQUEST_TIMEOUT
@@ -122,7 +105,7 @@ class RequestHost:
         except asyncio.TimeoutError:
             raise JSONRPCError(jsonrpc.REQUEST_FAILED, f"The client did not answer {method} in time") from None
         finally:
-            _pending.pop(key, None)
+            pending.pop(key, None)
         if "error" in response:
             error = response["error"]
             raise JSONRPCError(error.get("code", jsonrpc.INTERNAL_ERROR), error.get("message", ""), error.get("data"))
@@ -136,14 +119,14 @@ class RequestHost:
             while not self.stream.queued:
                 await asyncio.sleep(0)  # the tool's first turn: the INSERT is queued right after it
             if self.stream.id is None:
-                await executor.run(store.stream_pk, self.stream)
-            relay.close_connections(self.stream.id, retry_ms, reason="tool")
+                await self.requests.executor.run(store.stream_pk, self.stream)
+            self.requests.relay.close_connections(self.stream.id, retry_ms, reason="tool")
 
     async def notify_session(self, message: dict):
-        await send_to_session(self.session.id, message)
+        await self.requests.send_to_session(self.session.id, message)
 
     async def run_sync(self, fn, *args):
-        return await executor.run(fn, *args)
+        return await self.requests.executor.run(fn, *args)
 
     async def subscribe(self, uri: str):
         await store.asubscribe(self.session.id, uri)
@@ -156,243 +139,247 @@ class RequestHost:
         self.session.log_level = level
 
 
-def make_context(server, session, message, stream, scope=None) -> Context:
-    user = (scope or {}).get("user")
-    user = user if getattr(user, "is_authenticated", False) else None
-    return Context(
-        server=server, session=session, request_id=message.id, params=message.params,
-        host=RequestHost(session, stream), user=user, scope=scope,
-    )
+class Requests:
+    """The requests this process runs, the client answers they wait for, and the sessions' GET
+    streams it knows; one per process, owned by the worker (`execution.worker`)."""
 
+    def __init__(self, worker_id: str, executor: BatchExecutor, relay: Relay):
+        self.worker_id = worker_id
+        self.executor = executor
+        self.relay = relay
+        self.inflight: dict[tuple[str, str], InFlight] = {}
+        self.pending: dict[tuple[str, str], asyncio.Future] = {}
+        self.standalone: dict[str, int] = {}
+        self.streams_in_flight: Counter[str] = Counter()
 
-async def _answer(server, session, message, stream, scope) -> tuple[dict, str]:
-    ctx = make_context(server, session, message, stream, scope)
-    try:
-        result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
-        return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
-    except JSONRPCError as exc:
-        return jsonrpc.error_from(message.id, exc), Stream.Status.COMPLETED
-    except Exception as exc:
-        logger.exception("Request %s %r failed", message.method, message.id)
-        text = "Internal error" + (f": {type(exc).__name__}: {exc}" if settings.DEBUG else "")
-        return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text), Stream.Status.FAILED
+    def remember_standalone(self, session_id: str, stream_id: int):
+        self.standalone[session_id] = stream_id
 
+    async def send_to_session(self, session_id: str, message: dict):
+        """Store a server-initiated message on the session's standalone GET stream and wake its reader."""
+        stream_id = self.standalone.get(session_id)
+        if stream_id is None:
+            stream_id, _, _ = await store.astandalone_stream(session_id)
+            self.standalone[session_id] = stream_id
+        self.relay.publish(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(message)]))
 
-async def _run_on_stream(server, session, message, stream: store.PendingStream, scope, inflight: InFlight):
-    try:
-        payload, status = await _answer(server, session, message, stream, scope)
-    except asyncio.CancelledError:
-        if inflight.cancelled_by_operator:
-            error = errors.operator_cancelled(message.id, inflight.cancel_reason)
-            await _finish(stream, [jsonrpc.dumps(error)], Stream.Status.CANCELLED)
+    def make_context(self, server, session, message, stream, scope=None) -> Context:
+        user = (scope or {}).get("user")
+        user = user if getattr(user, "is_authenticated", False) else None
+        return Context(
+            server=server, session=session, request_id=message.id, params=message.params,
+            host=RequestHost(self, session, stream), user=user, scope=scope,
+        )
+
+    async def _answer(self, server, session, message, stream, scope) -> tuple[dict, str]:
+        ctx = self.make_context(server, session, message, stream, scope)
+        try:
+            result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
+            return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
+        except JSONRPCError as exc:
+            return jsonrpc.error_from(message.id, exc), Stream.Status.COMPLETED
+        except Exception as exc:
+            logger.exception("Request %s %r failed", message.method, message.id)
+            text = "Internal error" + (f": {type(exc).__name__}: {exc}" if settings.DEBUG else "")
+            return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text), Stream.Status.FAILED
+
+    async def _run_on_stream(self, server, session, message, stream: store.PendingStream, scope, inflight: InFlight):
+        try:
+            payload, status = await self._answer(server, session, message, stream, scope)
+        except asyncio.CancelledError:
+            if inflight.cancelled_by_operator:
+                error = errors.operator_cancelled(message.id, inflight.cancel_reason)
+                await self._finish(stream, [jsonrpc.dumps(error)], Stream.Status.CANCELLED)
+                return
+            if inflight.cancelled_by_client:
+                await self._finish(stream, [], Stream.Status.CANCELLED)
+                return
+            raise
+        await self._finish(stream, [jsonrpc.dumps(payload)], status)
+
+    async def _finish(self, stream: store.PendingStream, payloads: list[str], status: str):
+        """The stream's last write, and the wake-up that sends it."""
+        events = await self.write(stream, payloads, status)[0]
+        if stream.id is None or stream.answered:
             return
-        if inflight.cancelled_by_client:
-            await _finish(stream, [], Stream.Status.CANCELLED)
+        if events:
+            self.relay.publish(stream.id, events)
+        else:
+            self.relay.stream_ended(stream.id)
+
+    def write(self, stream: store.PendingStream, payloads: list[str], finish: str | None = None):
+        """Queue a write on a request's stream: -> (future of its events, whether it is a new write).
+
+        Before the stream's INSERT is queued the write waits on the stream and goes with it;
+        notifications in a row share one write.
+        """
+        if not stream.queued:
+            if not finish and stream.early and not stream.early[-1][1]:
+                stream.early[-1][0].extend(payloads)
+                return stream.early[-1][2], False
+            future = asyncio.get_running_loop().create_future()
+            stream.early.append((list(payloads), finish, future))
+            return future, True
+        if finish:
+            if payloads:
+                return self.executor.submit(store.append, stream, payloads, finish=finish), True
+            return self.executor.submit(_finish_without_message, stream, finish), True
+        return self.executor.submit_items(store.append, stream, payloads)
+
+    async def start_on_new_stream(self, server, session, message, scope=None, **stream_fields):
+        """Open a request stream and run the request on it.
+
+        The request's task gets one turn of the loop before the stream's INSERT is queued: what it
+        wrote by then (a quick request's whole answer) is stored in the same statements.
+        -> (the stream, its priming event or None, the events written by then, in order).
+        """
+        stream = store.PendingStream()
+        task = self.start_on_stream(server, session, message, stream, scope)
+        await asyncio.sleep(0)
+        early, stream.early = stream.early, []
+        stream.queued = True
+        try:
+            _, priming, stored = await self.executor.submit(
+                store.open_request_stream, session.id, pending=stream,
+                writes=[(payloads, finish) for payloads, finish, _ in early], **stream_fields,
+            )
+        except BaseException:
+            task.cancel()
+            for _, _, future in early:
+                future.cancel()
+            raise
+        for (_, _, future), events in zip(early, stored):
+            if not future.done():
+                future.set_result(events)
+        return stream, priming, [e for events in stored for e in events]
+
+    def start_on_stream(self, server, session, message, stream: store.PendingStream, scope=None) -> asyncio.Task:
+        """Run a request in its own task; its response becomes the stream's final event."""
+        key = (session.id, request_key(message.id))
+        inflight = InFlight(stream=stream)
+        task = asyncio.get_running_loop().create_task(
+            self._run_on_stream(server, session, message, stream, scope, inflight)
+        )
+        inflight.task = task
+        self.inflight[key] = inflight
+        counts = self.streams_in_flight
+        counts[session.id] += 1
+
+        def done(_):
+            if self.inflight.get(key) is inflight:
+                del self.inflight[key]
+            counts[session.id] -= 1
+            if not counts[session.id]:
+                del counts[session.id]
+
+        task.add_done_callback(done)
+        return task
+
+    async def answer_now(self, server, session, message, scope=None) -> dict | None:
+        """Run a request to completion for a JSON answer; None if the client cancelled it."""
+        key = (session.id, request_key(message.id)) if session is not None else None
+        inflight = InFlight()
+        task = asyncio.ensure_future(self._answer(server, session, message, None, scope))
+        inflight.task = task
+        if key:
+            self.inflight[key] = inflight
+        try:
+            payload, _ = await task
+            return payload
+        except asyncio.CancelledError:
+            if inflight.cancelled_by_operator:
+                return errors.operator_cancelled(message.id, inflight.cancel_reason)
+            if inflight.cancelled_by_client:
+                return None
+            raise
+        finally:
+            if key and self.inflight.get(key) is inflight:
+                del self.inflight[key]
+
+    def check_in_flight(self, session_id: str):
+        """MAX_STREAMS_PER_SESSION, counted on this worker (no query on the hot path)."""
+        limit = mcp_settings.MAX_STREAMS_PER_SESSION
+        if limit and self.streams_in_flight[session_id] >= limit:
+            raise hit(f"MAX_STREAMS_PER_SESSION ({limit}) requests in flight", session=session_id)
+
+    def running_streams(self) -> dict[tuple[str, str], int]:
+        """(session id, request key) -> stream id, for the requests running here on a stream."""
+        return {key: f.stream_id for key, f in self.inflight.items()
+                if f.stream_id is not None and f.task is not None and not f.task.done()}
+
+    def cancel(self, session_id: str, request_id, reason: str | None = None, by: str | None = None) -> bool:
+        """Cancel a request running here. `by="operator"` (the admin): it ends with a JSON-RPC error;
+        otherwise (`notifications/cancelled`, the session's end) without a response."""
+        inflight = self.inflight.get((session_id, request_key(request_id)))
+        if inflight is None or inflight.task is None or inflight.task.done():
+            return False
+        by = "operator" if by == "operator" else "client"
+        logger.info("Request %r of session %s cancelled by the %s: %s", request_id, session_id, by, reason or "-")
+        if by == "operator":
+            inflight.cancelled_by_operator = True
+            inflight.cancel_reason = reason
+        else:
+            inflight.cancelled_by_client = True
+        inflight.task.cancel()
+        return True
+
+    def cancel_delivered(self, session_id: str, payload: dict):
+        """A cancel another process sent (over the channel layer, or stored for this worker)."""
+        self.cancel(session_id, payload["request"], payload.get("reason"), by=payload.get("by"))
+
+    def cancel_session(self, session_id: str):
+        """The session ended: cancel its requests and wake its connections so they close."""
+        for (sid, _), inflight in list(self.inflight.items()):
+            if sid == session_id and inflight.task is not None:
+                inflight.cancelled_by_client = True
+                inflight.task.cancel()
+                if inflight.stream_id is not None:
+                    self.relay.stream_ended(inflight.stream_id)
+        for (sid, _), future in list(self.pending.items()):
+            if sid == session_id and not future.done():
+                future.cancel()
+        standalone = self.standalone.pop(session_id, None)
+        if standalone is not None:
+            self.relay.stream_ended(standalone)
+
+    def resolve_here(self, session_id: str, response: dict) -> bool:
+        """Hand a client's answer to the task of this process waiting for it."""
+        future = self.pending.get((session_id, request_key(response.get("id"))))
+        if future is None or future.done():
+            return False
+        future.set_result(response)
+        return True
+
+    async def resolve(self, session_id: str, response: dict) -> bool:
+        """The client answered one of our requests: hand it to the waiting task, here or on its worker."""
+        if self.resolve_here(session_id, response):
+            return True
+        request_id = response.get("id")
+        parts = request_id.split("~") if isinstance(request_id, str) else []
+        if len(parts) == 3 and parts[0] == "srv" and parts[1] != self.worker_id:
+            await self.relay.respond(parts[1], session_id, response)
+            return True
+        return False
+
+    async def cancel_anywhere(self, session_id: str, request_id, reason=None):
+        """`notifications/cancelled`: cancel here, or tell the worker that runs the request."""
+        if self.cancel(session_id, request_id, reason):
             return
-        raise
-    await _finish(stream, [jsonrpc.dumps(payload)], status)
+        worker = await store.arequest_worker(session_id, request_key(request_id))
+        if worker and worker != self.worker_id:
+            await self.relay.cancel(worker, session_id, request_id, reason)
 
+    async def notify_subscribers(self, server_name: str, uri: str):
+        message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
+        for session_id in await store.asubscribed_sessions(server_name, uri):
+            await self.send_to_session(session_id, message)
 
-async def _finish(stream: store.PendingStream, payloads: list[str], status: str):
-    """The stream's last write, and the wake-up that sends it."""
-    events = await write(stream, payloads, status)[0]
-    if stream.id is None or stream.answered:
-        return
-    if events:
-        relay.publish(stream.id, events)
-    else:
-        relay.end(stream.id)
-
-
-def write(stream: store.PendingStream, payloads: list[str], finish: str | None = None):
-    """Queue a write on a request's stream: -> (future of its events, whether it is a new write).
-
-    Before the stream's INSERT is queued the write waits on the stream and goes with it;
-    notifications in a row share one write.
-    """
-    if not stream.queued:
-        if not finish and stream.early and not stream.early[-1][1]:
-            stream.early[-1][0].extend(payloads)
-            return stream.early[-1][2], False
-        future = asyncio.get_running_loop().create_future()
-        stream.early.append((list(payloads), finish, future))
-        return future, True
-    if finish:
-        if payloads:
-            return executor.submit(store.append, stream, payloads, finish=finish), True
-        return executor.submit(_finish_without_message, stream, finish), True
-    return executor.submit_items(store.append, stream, payloads)
+    async def broadcast(self, server_name: str, method: str):
+        message = jsonrpc.notification(method)
+        for session_id in await store.aactive_session_ids(server_name):
+            await self.send_to_session(session_id, message)
 
 
 def _finish_without_message(stream, status) -> list:
     store.finish(stream, status)
     return []
-
-
-async def start_on_new_stream(server, session, message, scope=None, **stream_fields):
-    """Open a request stream and run the request on it.
-
-    The request's task gets one turn of the loop before the stream's INSERT is queued: what it
-    wrote by then (a quick request's whole answer) is stored in the same statements.
-    -> (the stream, its priming event or None, the events written by then, in order).
-    """
-    stream = store.PendingStream()
-    task = start_on_stream(server, session, message, stream, scope)
-    await asyncio.sleep(0)
-    early, stream.early = stream.early, []
-    stream.queued = True
-    try:
-        _, priming, stored = await executor.submit(
-            store.open_request_stream, session.id, pending=stream,
-            writes=[(payloads, finish) for payloads, finish, _ in early], **stream_fields,
-        )
-    except BaseException:
-        task.cancel()
-        for _, _, future in early:
-            future.cancel()
-        raise
-    for (_, _, future), events in zip(early, stored):
-        if not future.done():
-            future.set_result(events)
-    return stream, priming, [e for events in stored for e in events]
-
-
-def start_on_stream(server, session, message, stream: store.PendingStream, scope=None) -> asyncio.Task:
-    """Run a request in its own task; its response becomes the stream's final event."""
-    key = (session.id, request_key(message.id))
-    inflight = InFlight(stream=stream)
-    task = asyncio.get_running_loop().create_task(
-        _run_on_stream(server, session, message, stream, scope, inflight)
-    )
-    inflight.task = task
-    _inflight[key] = inflight
-    _streams_in_flight[session.id] += 1
-
-    def done(_):
-        if _inflight.get(key) is inflight:
-            del _inflight[key]
-        _streams_in_flight[session.id] -= 1
-        if not _streams_in_flight[session.id]:
-            del _streams_in_flight[session.id]
-
-    task.add_done_callback(done)
-    return task
-
-
-async def answer_now(server, session, message, scope=None) -> dict | None:
-    """Run a request to completion for a JSON answer; None if the client cancelled it."""
-    key = (session.id, request_key(message.id)) if session is not None else None
-    inflight = InFlight()
-    task = asyncio.ensure_future(_answer(server, session, message, None, scope))
-    inflight.task = task
-    if key:
-        _inflight[key] = inflight
-    try:
-        payload, _ = await task
-        return payload
-    except asyncio.CancelledError:
-        if inflight.cancelled_by_operator:
-            return errors.operator_cancelled(message.id, inflight.cancel_reason)
-        if inflight.cancelled_by_client:
-            return None
-        raise
-    finally:
-        if key and _inflight.get(key) is inflight:
-            del _inflight[key]
-
-
-def check_in_flight(session_id: str):
-    """MAX_STREAMS_PER_SESSION, counted on this worker (no query on the hot path)."""
-    limit = mcp_settings.MAX_STREAMS_PER_SESSION
-    if limit and _streams_in_flight[session_id] >= limit:
-        raise hit(f"MAX_STREAMS_PER_SESSION ({limit}) requests in flight", session=session_id)
-
-
-def running_streams() -> dict[tuple[str, str], int]:
-    """(session id, request key) -> stream id, for the requests running here on a stream."""
-    return {key: f.stream_id for key, f in _inflight.items()
-            if f.stream_id is not None and f.task is not None and not f.task.done()}
-
-
-def cancel(session_id: str, request_id, reason: str | None = None, by: str | None = None) -> bool:
-    """Cancel a request running here. `by="operator"` (the admin): it ends with a JSON-RPC error;
-    otherwise (`notifications/cancelled`, the session's end) without a response."""
-    inflight = _inflight.get((session_id, request_key(request_id)))
-    if inflight is None or inflight.task is None or inflight.task.done():
-        return False
-    by = "operator" if by == "operator" else "client"
-    logger.info("Request %r of session %s cancelled by the %s: %s", request_id, session_id, by, reason or "-")
-    if by == "operator":
-        inflight.cancelled_by_operator = True
-        inflight.cancel_reason = reason
-    else:
-        inflight.cancelled_by_client = True
-    inflight.task.cancel()
-    return True
-
-
-def cancel_session(session_id: str):
-    """The session ended: cancel its requests and wake its connections so they close."""
-    for (sid, _), inflight in list(_inflight.items()):
-        if sid == session_id and inflight.task is not None:
-            inflight.cancelled_by_client = True
-            inflight.task.cancel()
-            if inflight.stream_id is not None:
-                relay.end(inflight.stream_id)
-    for (sid, _), future in list(_pending.items()):
-        if sid == session_id and not future.done():
-            future.cancel()
-    standalone = _standalone.pop(session_id, None)
-    if standalone is not None:
-        relay.end(standalone)
-
-
-def resolve_here(session_id: str, response: dict) -> bool:
-    """Hand a client's answer to the task of this process waiting for it."""
-    future = _pending.get((session_id, request_key(response.get("id"))))
-    if future is None or future.done():
-        return False
-    future.set_result(response)
-    return True
-
-
-async def resolve(session_id: str, response: dict) -> bool:
-    """The client answered one of our requests: hand it to the waiting task, here or on its worker."""
-    if resolve_here(session_id, response):
-        return True
-    request_id = response.get("id")
-    parts = request_id.split("~") if isinstance(request_id, str) else []
-    if len(parts) == 3 and parts[0] == "srv" and parts[1] != store.WORKER:
-        await relay.relay.respond(parts[1], session_id, response)
-        return True
-    return False
-
-
-async def cancel_anywhere(session_id: str, request_id, reason=None):
-    """`notifications/cancelled`: cancel here, or tell the worker that runs the request."""
-    if cancel(session_id, request_id, reason):
-        return
-    worker = await store.arequest_worker(session_id, request_key(request_id))
-    if worker and worker != store.WORKER:
-        await relay.relay.cancel(worker, session_id, request_id, reason)
-
-
-async def notify_subscribers(server_name: str, uri: str):
-    message = jsonrpc.notification("notifications/resources/updated", {"uri": uri})
-    for session_id in await store.asubscribed_sessions(server_name, uri):
-        await send_to_session(session_id, message)
-
-
-async def broadcast(server_name: str, method: str):
-    message = jsonrpc.notification(method)
-    for session_id in await store.aactive_session_ids(server_name):
-        await send_to_session(session_id, message)
-
-
-def _cancel_delivered(session_id: str, payload: dict):
-    cancel(session_id, payload["request"], payload.get("reason"), by=payload.get("by"))
-
-
-relay.relay.on(relay.CANCEL, _cancel_delivered)
-relay.relay.on(relay.RESPOND, resolve_here)
-relay.relay.on(relay.SESSION_END, cancel_session)

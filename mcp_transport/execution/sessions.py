@@ -4,8 +4,7 @@ from __future__ import annotations
 import secrets
 
 from ..storage import store
-from ..wakeups import relay
-from . import runner
+from .worker import worker
 
 
 async def create(server_name: str, version: str, params: dict, user, principal: str, limit: int) -> str | None:
@@ -27,5 +26,5 @@ async def end(session):
     """DELETE: the session is terminated, its requests cancelled, every worker forgets it."""
     await store.aterminate_session(session.id, session.server)
     store.forget_session(session.id)
-    runner.cancel_session(session.id)
-    relay.relay.session_ended(session.id)
+    worker.requests.cancel_session(session.id)
+    worker.relay.session_ended(session.id)

@@ -15,10 +15,9 @@ from typing import Callable, Protocol
 
 from ..models import Event, Stream
 from ..storage import store
-from ..storage.executor import executor
-from ..wakeups import bus, relay
-from . import errors, runner
-from .heartbeat import heartbeat
+from ..wakeups.bus import Listener
+from . import errors
+from .worker import worker
 
 logger = logging.getLogger("mcp_transport")
 
@@ -41,7 +40,7 @@ class Follow:
     """One connection on one stream: `events` to send at once, then `next()` until the end."""
 
     def __init__(self, stream_id: int, events: list[store.StoredEvent], terms: Terms, *,
-                 listener: bus.Listener | None = None, after: int = 0, log_id=None, stream: Stream | None = None,
+                 listener: Listener | None = None, after: int = 0, log_id=None, stream: Stream | None = None,
                  ended: bool = False):
         self.stream_id = stream_id
         self.events = events
@@ -97,7 +96,7 @@ class Follow:
         before their stream."""
         self._unlisten()
         if self.log_id is not None or reason not in ("completed", "ended"):
-            heartbeat.disconnected(self.stream_id, self.log_id, reason)
+            worker.heartbeat.disconnected(self.stream_id, self.log_id, reason)
 
     def _unlisten(self):
         if self._listening:
@@ -109,7 +108,7 @@ async def open_request(server, session, message, scope, terms: Terms, *, method:
                        tool_name: str, prime: bool) -> Follow:
     """Start a request on a new stream. A request opened here is written here: it needs no wake-ups
     from other workers (two Redis round trips per call saved) until a client resumes it elsewhere."""
-    pending, priming, written = await runner.start_on_new_stream(
+    pending, priming, written = await worker.requests.start_on_new_stream(
         server, session, message, scope, method=method, request_id=request_id, tool_name=tool_name,
         prime=prime, policy=terms.label, retry_ms=terms.retry_ms,
     )
@@ -118,20 +117,20 @@ async def open_request(server, session, message, scope, terms: Terms, *, method:
         # Answered before the stream existed anywhere but here: nothing to listen for, no wake-ups.
         pending.answered = True
         return Follow(pending.id, events, terms)
-    return Follow(pending.id, events, terms, listener=bus.listen(pending.id))
+    return Follow(pending.id, events, terms, listener=worker.bus.listen(pending.id))
 
 
 async def follow_standalone(session, terms_for: Callable[[int], Terms]) -> Follow:
     """The session's GET stream, from its last event on; Conflict if a connection here holds it.
     `terms_for(stream id)`: the connection's terms."""
     stream_id, last_seq, _ = await store.astandalone_stream(session.id)
-    runner.remember_standalone(session.id, stream_id)
-    if bus.listeners(stream_id):
+    worker.requests.remember_standalone(session.id, stream_id)
+    if worker.bus.listeners(stream_id):
         raise Conflict(stream_id)
     terms = terms_for(stream_id)
-    listener = bus.listen(stream_id)
+    listener = worker.bus.listen(stream_id)
     try:
-        await relay.relay.join(stream_id)
+        await worker.relay.join(stream_id)
         events, _, log_id = await store.aattach(stream_id, last_seq, terms.label, terms.retry_ms)
     except BaseException:
         _drop(listener)
@@ -143,7 +142,7 @@ async def resume(session, stream_id: int, seq: int, terms_for: Callable[[Stream]
     """Replay what followed event `seq` of a stream of this session, then live; None if the stream
     is not this session's or no longer replayable. `terms_for(stream)`: the connection's terms,
     decided once the stream is known. A request whose worker is gone is failed first."""
-    listener = bus.listen(stream_id)
+    listener = worker.bus.listen(stream_id)
     try:
         found = await store.aresume_stream(session.id, stream_id, seq, errors.worker_lost)
     except BaseException:
@@ -155,18 +154,18 @@ async def resume(session, stream_id: int, seq: int, terms_for: Callable[[Stream]
     stream, failed, events, status = found
     terms = terms_for(stream)
     # The replay goes out without waiting for this write; its row's id is needed only at the end.
-    log_id = executor.submit(store.connected, stream_id, seq, terms.label, terms.retry_ms)
-    relay.close_connections(stream_id, None, keep=listener, reason="replaced")
+    log_id = worker.executor.submit(store.connected, stream_id, seq, terms.label, terms.retry_ms)
+    worker.relay.close_connections(stream_id, None, keep=listener, reason="replaced")
     if failed:
         logger.warning("Stream %s failed on resume: its worker's lease expired", stream_id)
-        relay.publish(stream_id, failed)
+        worker.relay.publish(stream_id, failed)
     ended = status != OPEN and not any(e.kind == FINAL for e in events)
-    if status == OPEN and await relay.relay.join(stream_id):
-        bus.mark_stale(stream_id)  # a wake-up sent between the read and the join is lost
+    if status == OPEN and await worker.relay.join(stream_id):
+        worker.bus.mark_stale(stream_id)  # a wake-up sent between the read and the join is lost
     return Follow(stream_id, events, terms, listener=listener, after=seq, log_id=log_id, stream=stream,
                   ended=ended)
 
 
-def _drop(listener: bus.Listener):
-    bus.unlisten(listener)
-    relay.relay.leave(listener.stream_id)
+def _drop(listener: Listener):
+    worker.bus.unlisten(listener)
+    worker.relay.leave(listener.stream_id)

@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from .. import auth, limits, policies
 from ..conf import mcp_settings
 from ..eventids import format_event_id, format_event_ids, parse_event_id
-from ..execution import runner, sessions, streams, worker
+from ..execution import sessions, streams
+from ..execution.runner import request_key
+from ..execution.worker import worker
 from ..limits import LimitExceeded
 from ..models import Event, Stream
 from ..protocol import jsonrpc
@@ -241,7 +243,7 @@ class MCPEndpoint:
             await self.reject(exc, message.id if message.is_request else None)
             return
         if message.kind == "response":
-            if not await runner.resolve(session.id, message.raw):
+            if not await worker.requests.resolve(session.id, message.raw):
                 logger.info("Response %r of session %s matches no pending request", message.id, session.id)
             await self.send_json(202, None, self.session_headers(session.id))
             return
@@ -250,7 +252,7 @@ class MCPEndpoint:
             await self.send_json(202, None, self.session_headers(session.id))
             return
         if json_only or not self.server.dispatcher.streams(message.method):
-            payload = await runner.answer_now(self.server, session, message, self.scope)
+            payload = await worker.requests.answer_now(self.server, session, message, self.scope)
             if payload is None:
                 payload = jsonrpc.error(message.id, jsonrpc.REQUEST_CANCELLED, "Request cancelled")
             await self.send_json(200, payload, self.session_headers(session.id))
@@ -279,7 +281,7 @@ class MCPEndpoint:
         if message.method == "notifications/cancelled":
             params = message.params or {}
             if "requestId" in params:
-                await runner.cancel_anywhere(session.id, params["requestId"], params.get("reason"))
+                await worker.requests.cancel_anywhere(session.id, params["requestId"], params.get("reason"))
 
     def terms(self, session, conn: policies.Connection) -> ConnectionTerms:
         """The disconnect and retry policies in force for a connection, and how to show them."""
@@ -301,11 +303,11 @@ class MCPEndpoint:
         params = message.params or {}
         tool_name = params.get("name", "") if message.method == "tools/call" else ""
         tool_name = tool_name if isinstance(tool_name, str) else ""
-        runner.check_in_flight(session.id)
+        worker.requests.check_in_flight(session.id)
         terms = self.terms(session, policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
         follow = await streams.open_request(
             self.server, session, message, self.scope, terms, method=message.method,
-            request_id=runner.request_key(message.id), tool_name=tool_name,
+            request_id=request_key(message.id), tool_name=tool_name,
             prime=session.protocol_version >= POLLING_VERSION,
         )
         terms.conn.stream_id = follow.stream_id
@@ -336,7 +338,7 @@ class MCPEndpoint:
             raise Rejected(400, "Bad Request: malformed Last-Event-ID")
         stream_id, seq = parsed
         try:
-            limits.reconnects.check(stream_id)
+            worker.reconnects.check(stream_id)
         except LimitExceeded as exc:
             raise too_many(exc) from None
 
@@ -374,7 +376,7 @@ class MCPEndpoint:
     def record_end(self, follow: streams.Follow, terms: ConnectionTerms, reason: str, retry_ms: int | None = None):
         if retry_ms is not None and reason != "replaced":
             # A connection replaced by the client's own resumption asked nothing of the client.
-            limits.reconnects.closed(follow.stream_id, retry_ms)
+            worker.reconnects.closed(follow.stream_id, retry_ms)
         follow.stop(reason)
 
     @staticmethod

@@ -35,67 +35,64 @@ class Listener:
         return events, stale
 
 
-_listeners: dict[int, set[Listener]] = defaultdict(set)
+class Bus:
+    """This process's connections, by the stream they hold; one per process, owned by the worker."""
 
+    def __init__(self):
+        self._listeners: dict[int, set[Listener]] = defaultdict(set)
 
-def listen(stream_id: int) -> Listener:
-    listener = Listener(stream_id)
-    _listeners[stream_id].add(listener)
-    return listener
+    def listen(self, stream_id: int) -> Listener:
+        listener = Listener(stream_id)
+        self._listeners[stream_id].add(listener)
+        return listener
 
+    def unlisten(self, listener: Listener):
+        group = self._listeners.get(listener.stream_id)
+        if group is not None:
+            group.discard(listener)
+            if not group:
+                del self._listeners[listener.stream_id]
 
-def unlisten(listener: Listener):
-    group = _listeners.get(listener.stream_id)
-    if group is not None:
-        group.discard(listener)
-        if not group:
-            del _listeners[listener.stream_id]
+    def listeners(self, stream_id: int) -> set[Listener]:
+        return self._listeners.get(stream_id, set())
 
-
-def listeners(stream_id: int) -> set[Listener]:
-    return _listeners.get(stream_id, set())
-
-
-def publish(stream_id: int, events: list[StoredEvent]):
-    for listener in _listeners.get(stream_id, ()):
-        listener.events.extend(events)
-        listener.wake.set()
-
-
-def mark_stale(stream_id: int, seq: int | None = None):
-    """Events up to `seq` were stored elsewhere: connections behind it read them from the table."""
-    for listener in _listeners.get(stream_id, ()):
-        if seq is None or listener.delivered < seq:
-            listener.stale = True
+    def publish(self, stream_id: int, events: list[StoredEvent]):
+        for listener in self._listeners.get(stream_id, ()):
+            listener.events.extend(events)
             listener.wake.set()
 
+    def mark_stale(self, stream_id: int, seq: int | None = None):
+        """Events up to `seq` were stored elsewhere: connections behind it read them from the table."""
+        for listener in self._listeners.get(stream_id, ()):
+            if seq is None or listener.delivered < seq:
+                listener.stale = True
+                listener.wake.set()
 
-def held_streams() -> dict[int, int]:
-    """stream id -> the lowest seq delivered by this process's connections on it."""
-    return {sid: min(listener.delivered for listener in group) for sid, group in _listeners.items() if group}
+    def held_streams(self) -> dict[int, int]:
+        """stream id -> the lowest seq delivered by this process's connections on it."""
+        return {sid: min(listener.delivered for listener in group)
+                for sid, group in self._listeners.items() if group}
 
+    def end(self, stream_id: int):
+        """The stream finished without a final event on it (cancelled, terminated)."""
+        for listener in self._listeners.get(stream_id, ()):
+            listener.ended = True
+            listener.wake.set()
 
-def end(stream_id: int):
-    """The stream finished without a final event on it (cancelled, terminated)."""
-    for listener in _listeners.get(stream_id, ()):
-        listener.ended = True
-        listener.wake.set()
+    def close_connections(self, stream_id: int, retry_ms: int | None, *, keep: Listener | None = None,
+                          reason="server"):
+        """Ask the connections on a stream to close (sending `retry` first); the stream goes on.
 
+        `reason` (tool, admin, replaced, shutdown...) is recorded in the stream's timeline.
+        """
+        for listener in list(self._listeners.get(stream_id, ())):
+            if listener is keep:
+                continue
+            listener.closing = True
+            listener.close_reason = reason
+            listener.close_retry_ms = retry_ms
+            listener.wake.set()
 
-def close_connections(stream_id: int, retry_ms: int | None, *, keep: Listener | None = None, reason="server"):
-    """Ask the connections on a stream to close (sending `retry` first); the stream goes on.
-
-    `reason` (tool, admin, replaced, shutdown...) is recorded in the stream's timeline.
-    """
-    for listener in list(_listeners.get(stream_id, ())):
-        if listener is keep:
-            continue
-        listener.closing = True
-        listener.close_reason = reason
-        listener.close_retry_ms = retry_ms
-        listener.wake.set()
-
-
-def close_all(retry_ms: int | None, reason: str):
-    for stream_id in list(_listeners):
-        close_connections(stream_id, retry_ms, reason=reason)
+    def close_all(self, retry_ms: int | None, reason: str):
+        for stream_id in list(self._listeners):
+            self.close_connections(stream_id, retry_ms, reason=reason)

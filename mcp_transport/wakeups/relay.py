@@ -24,7 +24,7 @@ from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ..conf import mcp_settings
 from ..storage import store
-from . import bus
+from .bus import Bus
 
 logger = logging.getLogger("mcp_transport")
 
@@ -63,7 +63,13 @@ def worker_group(worker: str) -> str:
 
 
 class Relay:
-    def __init__(self):
+    """This process's link to the others, and the way events and closes reach its own connections
+    (`publish`, `close_connections`, `stream_ended`: the bus here, a signal to the rest); one per
+    process, owned by the worker."""
+
+    def __init__(self, worker_id: str, bus: Bus):
+        self.worker_id = worker_id
+        self.bus = bus
         # CANCEL and RESPOND: handler(session id, payload); SESSION_END: handler(session id).
         self.handlers: dict[str, Callable] = {}
         self.layer = None
@@ -111,7 +117,7 @@ class Relay:
     def _send_group(self, group: str, message: dict):
         if self.layer is None:
             return
-        message = {**message, "origin": store.WORKER}
+        message = {**message, "origin": self.worker_id}
 
         async def send():
             try:
@@ -123,6 +129,23 @@ class Relay:
                 )
 
         self._spawn(send())
+
+    # What reaches the connections on a stream, here and on the other workers
+
+    def publish(self, stream_id: int, events):
+        """New events on a stream: hand them to this process's connections, wake the other workers'."""
+        if events:
+            self.bus.publish(stream_id, events)
+            self.wake(stream_id, events[-1].seq, final=events[-1].kind == "final")
+
+    def close_connections(self, stream_id: int, retry_ms: int | None, *, keep=None, reason="server"):
+        self.bus.close_connections(stream_id, retry_ms, keep=keep, reason=reason)
+        self.close(stream_id, retry_ms, reason)
+
+    def stream_ended(self, stream_id: int):
+        """The stream finished without a final event: its connections end, here and elsewhere."""
+        self.bus.end(stream_id)
+        self.end(stream_id)
 
     # What this process asks of the others
 
@@ -139,7 +162,7 @@ class Relay:
         return True
 
     def leave(self, stream_id: int):
-        if stream_id in self.joined and not bus.listeners(stream_id):
+        if stream_id in self.joined and not self.bus.listeners(stream_id):
             self.joined.discard(stream_id)
 
             async def discard():
@@ -154,7 +177,7 @@ class Relay:
     def wake(self, stream_id: int, seq: int, final=False):
         """Only when another worker may hold the stream: none here, or one resumed it elsewhere.
         (A wake-up skipped by a race only waits for the other worker's sweep.)"""
-        if self.remote and (stream_id in self.held_elsewhere or not bus.listeners(stream_id)):
+        if self.remote and (stream_id in self.held_elsewhere or not self.bus.listeners(stream_id)):
             self._send_group(stream_group(stream_id), {"type": WAKE, "stream": stream_id, "seq": seq})
         if final:
             self.held_elsewhere.discard(stream_id)
@@ -185,7 +208,7 @@ class Relay:
 
     async def join_worker_groups(self):
         """This worker's own groups: signals for it, and for every worker."""
-        await self.layer.group_add(worker_group(store.WORKER), self.channel)
+        await self.layer.group_add(worker_group(self.worker_id), self.channel)
         await self.layer.group_add(ALL_WORKERS, self.channel)
 
     async def rejoin(self):
@@ -220,16 +243,17 @@ class Relay:
 
     def handle(self, message: dict):
         kind = message.get("type")
-        if message.get("origin") == store.WORKER and kind in (WAKE, CLOSE, END, SESSION_END):
+        if message.get("origin") == self.worker_id and kind in (WAKE, CLOSE, END, SESSION_END):
             return
         if kind == WAKE:
-            bus.mark_stale(message["stream"], message.get("seq"))
+            self.bus.mark_stale(message["stream"], message.get("seq"))
         elif kind == CLOSE:
             if message.get("reason") == "replaced":
                 self.held_elsewhere.add(message["stream"])
-            bus.close_connections(message["stream"], message.get("retry"), reason=message.get("reason", "server"))
+            self.bus.close_connections(message["stream"], message.get("retry"),
+                                       reason=message.get("reason", "server"))
         elif kind == END:
-            bus.end(message["stream"])
+            self.bus.end(message["stream"])
         elif kind == CANCEL:
             self._call(CANCEL, message["session"], _cancel_payload(message))
         elif kind == RESPOND:
@@ -244,7 +268,7 @@ class Relay:
             handler(*args)
 
     async def take_deliveries(self):
-        for session_id, kind, payload in await store.atake_deliveries(store.WORKER):
+        for session_id, kind, payload in await store.atake_deliveries(self.worker_id):
             self._call(RESPOND if kind == "response" else CANCEL, session_id, payload)
 
     async def _sweep_forever(self):
@@ -260,12 +284,12 @@ class Relay:
             await asyncio.sleep(float(mcp_settings.WAKEUP_SWEEP_SECONDS))
             try:
                 await self.take_deliveries()
-                held = bus.held_streams()
+                held = self.bus.held_streams()
                 if held:
                     progress = await store.astream_progress(held)
                     for stream_id, (last_seq, status) in progress.items():
                         if last_seq > held[stream_id] or status != "open":
-                            bus.mark_stale(stream_id, last_seq)
+                            self.bus.mark_stale(stream_id, last_seq)
                 if loop.time() - rejoined >= REJOIN_SECONDS:
                     rejoined = loop.time()
                     await self.rejoin()
@@ -281,21 +305,3 @@ def _cancel_payload(message: dict) -> dict:
     return {"request": message["request"], "reason": message.get("reason"), "by": message.get("by")}
 
 
-relay = Relay()
-
-
-def publish(stream_id: int, events):
-    """New events on a stream: hand them to this process's connections, wake the other workers'."""
-    if events:
-        bus.publish(stream_id, events)
-        relay.wake(stream_id, events[-1].seq, final=events[-1].kind == "final")
-
-
-def close_connections(stream_id: int, retry_ms: int | None, *, keep=None, reason="server"):
-    bus.close_connections(stream_id, retry_ms, keep=keep, reason=reason)
-    relay.close(stream_id, retry_ms, reason)
-
-
-def end(stream_id: int):
-    bus.end(stream_id)
-    relay.end(stream_id)
