@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bench install test-install interop-install browser-install deploy-install migrate clean
+.PHONY: run test bench bench-against install test-install interop-install browser-install deploy-install migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,10 @@ test: test-install interop-install browser-install deploy-install
 BENCH_ARGS ?=
 bench: test-install
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# This checkout's calls/s beside another commit's, in turns: `make bench-against REF=main~3 BENCH_ARGS="--db postgres"`.
+bench-against: test-install
+	$(PY) bench/against.py $(REF) $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache test-output

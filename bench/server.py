@@ -39,8 +39,8 @@ def pinning() -> tuple[int | None, int | None]:
     return None, None
 
 
-def _migrate(env: dict[str, str]):
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT,
+def _migrate(env: dict[str, str], root: Path = ROOT):
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=root,
                    env={**os.environ, "DJANGO_SETTINGS_MODULE": SETTINGS, **env}, check=True, timeout=300)
 
 
@@ -49,10 +49,10 @@ class SQLiteDatabases:
 
     vendor = "sqlite"
 
-    def __init__(self):
+    def __init__(self, root: Path = ROOT):
         self.dir = tempfile.mkdtemp(prefix="mcp-bench-")
         self.template = os.path.join(self.dir, "template.sqlite3")
-        _migrate({"MCP_EXAMPLE_DB": self.template})
+        _migrate({"MCP_EXAMPLE_DB": self.template}, root)
         self.count = 0
 
     def new(self) -> dict[str, str]:
@@ -80,7 +80,7 @@ class PostgresDatabases:
 
     vendor = "postgres"
 
-    def __init__(self):
+    def __init__(self, root: Path = ROOT):
         import psycopg
 
         self.psycopg = psycopg
@@ -92,7 +92,7 @@ class PostgresDatabases:
         self.template = f"{self.prefix}_tpl"
         self._execute(f'CREATE DATABASE "{self.template}"')
         self.names.append(self.template)
-        _migrate(self._env(self.template))
+        _migrate(self._env(self.template), root)
         self.count = 0
 
     def _execute(self, sql: str):
@@ -141,16 +141,19 @@ class PostgresDatabases:
                 print(f"bench: could not drop database {name}: {exc}", file=sys.stderr)
 
 
-def databases(kind: str):
-    return PostgresDatabases() if kind == "postgres" else SQLiteDatabases()
+def databases(kind: str, root: Path = ROOT):
+    """Fresh databases migrated by the checkout at `root` (another commit's, for a comparison)."""
+    return PostgresDatabases(root) if kind == "postgres" else SQLiteDatabases(root)
 
 
 class BenchServer:
     """`python -m mcp_transport.serve -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with
-    bench.settings (`launcher="daphne"`: plain daphne; `app=FLOOR`: the bare app, no database)."""
+    bench.settings (`launcher="daphne"`: plain daphne; `app=FLOOR`: the bare app, no database), from
+    the checkout at `root`."""
 
     def __init__(self, dbs, transport: dict | None = None, cpu: int | None = None, start_timeout: float = 60,
-                 launcher: str = "mcp_transport.serve", app: str = APP):
+                 launcher: str = "mcp_transport.serve", app: str = APP, root: Path = ROOT):
+        self.root = root
         self.dbs = dbs
         self.app = app
         self.launcher = launcher
@@ -188,7 +191,7 @@ class BenchServer:
         if self.cpu is not None:
             command = ["taskset", "-c", str(self.cpu), *command]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
-        self.proc = subprocess.Popen(command, cwd=ROOT, env=env, stdout=self._log, stderr=subprocess.STDOUT,
+        self.proc = subprocess.Popen(command, cwd=self.root, env=env, stdout=self._log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
