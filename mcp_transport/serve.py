@@ -2,16 +2,16 @@
 
 * Twisted's HTTP request parses the Content-Type of every POST (with the `email` package) to
   decode HTML form bodies into `request.args`, which daphne never reads: it hands the raw body
-  to the application. On an MCP endpoint that parse cost 7-27 % of the server's CPU per call in
-  A/B runs (BENCHMARKS.md), and a multipart body is decoded in memory before the application
-  can refuse it. The launcher builds daphne's requests with that parsing off (Twisted has the
+  to the application. On an MCP endpoint that parse is a large share of the server's CPU per
+  call (BENCHMARKS.md), and a multipart body is decoded in memory before the application can
+  refuse it. The launcher builds daphne's requests with that parsing off (Twisted has the
   switch since 25.5; on older Twisted they parse as before).
 * Twisted's HTTP factory formats an access-log line for every request and hands it to Twisted's
   log, which daphne discards below `-v 2`; daphne writes its own access log. The launcher skips it.
 * daphne keeps every finished request until its once-a-second sweep, which walks all of them;
   the launcher drops a request as soon as its connection and its application are both done.
 * Python's cyclic garbage collector ran every 700 allocations, and each full collection walked
-  the whole of Django, loaded at startup and never garbage: 7-10 % of the CPU under load. The
+  the whole of Django, loaded at startup and never garbage, a visible share of the CPU under load. The
   launcher freezes the startup heap (`gc.freeze()`) once the application is loaded and collects
   the youngest generation every `--gc-threshold` allocations (10,000; 0 keeps Python's defaults).
 

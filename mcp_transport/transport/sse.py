@@ -11,8 +11,8 @@ def event(event_id: str | None, data: str, retry_ms: int | None = None) -> bytes
 
 
 def events(event_ids: list[str], datas: list[str]) -> bytes:
-    """Many events without `retry` (a replay, a burst), framed and encoded at once: five times
-    faster than one `event` each for 10,000."""
+    """Many events without `retry` (a replay, a burst), framed and encoded at once: a replay of
+    thousands of events costs a fraction of one `event` call each."""
     return "".join([
         f"id: {event_id}\ndata: {data}\n\n" if "\n" not in data and "\r" not in data
         else _event_text(event_id, data, None)
