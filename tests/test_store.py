@@ -8,7 +8,7 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_transport.models import Event, Session, Stream, StreamConnection
+from mcp_transport.models import Event, Session, Stream, StreamConnection, Subscription
 from mcp_transport.streams import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -197,6 +197,36 @@ def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
     assert [(e.seq, e.kind) for e in events] == [(1, "message"), (2, "final")]
     error = json.loads(events[-1].payload)
     assert error["id"] == 7 and error["error"]["data"]["reason"] == "worker_lost"
+
+
+def test_subscriptions_are_found_by_their_exact_uri():
+    """Any length, and exactly: a collation may fold case and trailing spaces (MariaDB's default)."""
+    new_session("s1")
+    new_session("s2")
+    new_session("old")
+    long = "test://" + "é" * 3000  # above any index key
+    uris = ["file:///A", "file:///a", "file:///a ", long, "emoji://\U0001F600"]
+    for uri in uris:
+        store.subscribe("s1", uri)
+    store.subscribe("s1", "file:///A")  # again: still one subscription
+    store.subscribe("s2", "file:///a")
+    store.subscribe("old", "file:///a")
+    Session.objects.filter(pk="old").update(last_seen_at=timezone.now() - timedelta(days=2))
+    assert sorted(Subscription.objects.filter(session="s1").values_list("uri", flat=True)) == sorted(uris)
+    assert Subscription.objects.count() == 7
+    assert store.subscribed_sessions("default", "file:///A") == ["s1"]
+    assert sorted(store.subscribed_sessions("default", "file:///a")) == ["s1", "s2"]
+    assert store.subscribed_sessions("default", "file:///a ") == ["s1"]
+    assert store.subscribed_sessions("default", long) == ["s1"]
+    assert store.subscribed_sessions("default", long[:-1]) == []
+    assert store.subscribed_sessions("default", "emoji://\U0001F600") == ["s1"]
+    assert store.subscribed_sessions("other-server", "file:///a") == []
+    store.unsubscribe("s1", "file:///a")
+    store.unsubscribe("s1", "file:///never")
+    assert store.subscribed_sessions("default", "file:///A") == ["s1"]
+    assert store.subscribed_sessions("default", "file:///a") == ["s2"]
+    store.unsubscribe("s1", long)
+    assert store.subscribed_sessions("default", long) == []
 
 
 def test_sessions_expire_and_terminate():

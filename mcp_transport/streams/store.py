@@ -23,7 +23,8 @@ from django.utils import timezone
 
 from .. import limits
 from ..conf import mcp_settings
-from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff
+from ..models import (Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff,
+                      hash_uri)
 from . import hotsql
 from .executor import batched
 
@@ -137,16 +138,17 @@ def set_log_level(session_id: str, level: str):
 
 
 def subscribe(session_id: str, uri: str):
-    Subscription.objects.get_or_create(session_id=session_id, uri=uri)
+    Subscription.objects.get_or_create(session_id=session_id, uri_hash=hash_uri(uri), defaults={"uri": uri})
 
 
 def unsubscribe(session_id: str, uri: str):
-    Subscription.objects.filter(session_id=session_id, uri=uri).delete()
+    Subscription.objects.filter(session_id=session_id, uri_hash=hash_uri(uri)).delete()
 
 
 def subscribed_sessions(server: str, uri: str) -> list[str]:
     return list(
-        Session.objects.active().filter(server=server, subscriptions__uri=uri).values_list("id", flat=True)
+        Session.objects.active().filter(server=server, subscriptions__uri_hash=hash_uri(uri))
+        .values_list("id", flat=True)
     )
 
 
