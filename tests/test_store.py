@@ -229,6 +229,19 @@ def test_subscriptions_are_found_by_their_exact_uri():
     assert store.subscribed_sessions("default", long) == []
 
 
+def test_a_cancel_finds_the_worker_of_the_exact_request_id():
+    """JSON-RPC ids "a" and "A" are different requests, whatever the collation."""
+    new_session()
+    lower, _ = store.open_stream("s1", request_id='"a"')
+    upper, _ = store.open_stream("s1", request_id='"A"')
+    Stream.objects.filter(pk=upper).update(worker="elsewhere")
+    assert store.request_worker("s1", '"a"') == store.WORKER
+    assert store.request_worker("s1", '"A"') == "elsewhere"
+    store.finish(lower, Stream.Status.CANCELLED)
+    assert store.request_worker("s1", '"a"') is None
+    assert store.request_worker("s1", '"A"') == "elsewhere"
+
+
 def test_sessions_expire_and_terminate():
     new_session("live")
     new_session("old")
@@ -413,6 +426,30 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     assert [await f for f in merged] == [False] * 3
     assert all(getattr(fn, "own_transaction", False)
                for fn in (store.resume_stream, store.attach, store.events_after, store.connected))
+
+
+def test_a_burst_above_one_statements_size_is_stored(write_path, monkeypatch):
+    """A batch of appends may hold more than MySQL/MariaDB take in one statement (max_allowed_packet,
+    16 MB by default), each event small: the ORM path inserts at most INSERT_CHARS per statement."""
+    from django.db import connection
+
+    new_session()
+    limit = None
+    if connection.vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@max_allowed_packet")
+            limit = cursor.fetchone()[0]
+    if limit and limit <= 64 * 1024 * 1024:  # above the server's own limit
+        burst = [f"{i:03}" + "x" * (limit // 90) for i in range(100)]
+    else:
+        monkeypatch.setattr(store, "INSERT_CHARS", 1000)
+        burst = [f"{i:03}" + "x" * 300 for i in range(100)]
+    stream_id, _, stored = store.open_request_stream("s1", prime=True, writes=[(burst, None)])
+    assert [e.seq for e in stored[0]] == list(range(1, 101))
+    events = store.append(stream_id, burst, finish=Stream.Status.COMPLETED)
+    assert [e.seq for e in events] == list(range(101, 201))
+    events, status = store.events_after(stream_id, 0)
+    assert [e.payload for e in events] == burst * 2 and status == "completed"
 
 
 def test_writes_made_before_the_insert_are_stored_with_it(write_path):
