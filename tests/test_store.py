@@ -15,12 +15,13 @@ pytestmark = pytest.mark.django_db(transaction=True)
 
 
 POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+RAW_SQL = POSTGRES or settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 
 
-@pytest.fixture(params=["raw SQL", "ORM", *(["prepared"] if POSTGRES else [])])
+@pytest.fixture(params=[*(["raw SQL"] if RAW_SQL else []), "ORM", *(["prepared"] if POSTGRES else [])])
 def write_path(request, monkeypatch):
     """The hot writes use raw SQL on SQLite and PostgreSQL (prepared there where the project
-    allows it) and the ORM elsewhere: test every path."""
+    allows it) and the ORM elsewhere (MariaDB, MySQL): test every path the database has."""
     from django.db import connections
 
     from mcp_transport.streams import hotsql
