@@ -1,4 +1,5 @@
 """Sessions, streams and events: the database is the source of truth for every SSE event."""
+import hashlib
 from datetime import timedelta
 
 from django.conf import settings
@@ -207,15 +208,23 @@ class Delivery(models.Model):
     created_at = models.DateTimeField(default=timezone.now)
 
 
+def hash_uri(uri: str) -> str:
+    """What a Subscription is found by: the URI's SHA-256 (hex). A URI can be longer than an index
+    key may be (InnoDB: 3072 bytes), and a column's collation may fold case and trailing spaces
+    (MariaDB's default): the hash matches the URI exactly, on every database."""
+    return hashlib.sha256(uri.encode("utf-8", "surrogatepass")).hexdigest()
+
+
 class Subscription(models.Model):
     """A `resources/subscribe` of a session; updates go to its standalone GET stream."""
 
     session = models.ForeignKey(Session, on_delete=models.CASCADE, related_name="subscriptions")
-    uri = models.CharField(max_length=2000)
+    uri = models.TextField()
+    uri_hash = models.CharField(max_length=64, help_text="SHA-256 of the URI (hex), what lookups use")
 
     class Meta:
-        constraints = [models.UniqueConstraint(fields=["session", "uri"], name="mcp_subscription_unique")]
-        indexes = [models.Index(fields=["uri"], name="mcp_subscription_uri")]
+        # Also the index of the lookup by URI (the sessions to notify of an update).
+        constraints = [models.UniqueConstraint(fields=["uri_hash", "session"], name="mcp_subscription_uri_session")]
 
 
 class AccessTokenQuerySet(models.QuerySet):

@@ -8,21 +8,22 @@ from django.conf import settings
 from django.test import override_settings
 from django.utils import timezone
 
-from mcp_transport.models import Event, Session, Stream, StreamConnection
 from mcp_transport.eventids import format_event_id, parse_event_id
 from mcp_transport.execution.errors import worker_lost
+from mcp_transport.models import Event, Session, Stream, StreamConnection, Subscription
 from mcp_transport.storage import store
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
 POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
+RAW_SQL = POSTGRES or settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
 
 
-@pytest.fixture(params=["raw SQL", "ORM", *(["prepared"] if POSTGRES else [])])
+@pytest.fixture(params=[*(["raw SQL"] if RAW_SQL else []), "ORM", *(["prepared"] if POSTGRES else [])])
 def write_path(request, monkeypatch):
     """The hot writes use raw SQL on SQLite and PostgreSQL (prepared there where the project
-    allows it) and the ORM elsewhere: test every path."""
+    allows it) and the ORM elsewhere (MariaDB, MySQL): test every path the database has."""
     from django.db import connections
 
     from mcp_transport.storage import hotsql
@@ -199,6 +200,49 @@ def test_resuming_a_request_whose_worker_is_gone_fails_it(write_path):
     assert [(e.seq, e.kind) for e in events] == [(1, "message"), (2, "final")]
     error = json.loads(events[-1].payload)
     assert error["id"] == 7 and error["error"]["data"]["reason"] == "worker_lost"
+
+
+def test_subscriptions_are_found_by_their_exact_uri():
+    """Any length, and exactly: a collation may fold case and trailing spaces (MariaDB's default)."""
+    new_session("s1")
+    new_session("s2")
+    new_session("old")
+    long = "test://" + "é" * 3000  # above any index key
+    uris = ["file:///A", "file:///a", "file:///a ", long, "emoji://\U0001F600"]
+    for uri in uris:
+        store.subscribe("s1", uri)
+    store.subscribe("s1", "file:///A")  # again: still one subscription
+    store.subscribe("s2", "file:///a")
+    store.subscribe("old", "file:///a")
+    Session.objects.filter(pk="old").update(last_seen_at=timezone.now() - timedelta(days=2))
+    assert sorted(Subscription.objects.filter(session="s1").values_list("uri", flat=True)) == sorted(uris)
+    assert Subscription.objects.count() == 7
+    assert store.subscribed_sessions("default", "file:///A") == ["s1"]
+    assert sorted(store.subscribed_sessions("default", "file:///a")) == ["s1", "s2"]
+    assert store.subscribed_sessions("default", "file:///a ") == ["s1"]
+    assert store.subscribed_sessions("default", long) == ["s1"]
+    assert store.subscribed_sessions("default", long[:-1]) == []
+    assert store.subscribed_sessions("default", "emoji://\U0001F600") == ["s1"]
+    assert store.subscribed_sessions("other-server", "file:///a") == []
+    store.unsubscribe("s1", "file:///a")
+    store.unsubscribe("s1", "file:///never")
+    assert store.subscribed_sessions("default", "file:///A") == ["s1"]
+    assert store.subscribed_sessions("default", "file:///a") == ["s2"]
+    store.unsubscribe("s1", long)
+    assert store.subscribed_sessions("default", long) == []
+
+
+def test_a_cancel_finds_the_worker_of_the_exact_request_id():
+    """JSON-RPC ids "a" and "A" are different requests, whatever the collation."""
+    new_session()
+    lower, _ = store.open_stream("s1", request_id='"a"')
+    upper, _ = store.open_stream("s1", request_id='"A"')
+    Stream.objects.filter(pk=upper).update(worker="elsewhere")
+    assert store.request_worker("s1", '"a"') == store.WORKER
+    assert store.request_worker("s1", '"A"') == "elsewhere"
+    store.finish(lower, Stream.Status.CANCELLED)
+    assert store.request_worker("s1", '"a"') is None
+    assert store.request_worker("s1", '"A"') == "elsewhere"
 
 
 def test_sessions_expire_and_terminate():
@@ -385,6 +429,30 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     assert [await f for f in merged] == [False] * 3
     assert all(getattr(fn, "own_transaction", False)
                for fn in (store.resume_stream, store.attach, store.events_after, store.connected))
+
+
+def test_a_burst_above_one_statements_size_is_stored(write_path, monkeypatch):
+    """A batch of appends may hold more than MySQL/MariaDB take in one statement (max_allowed_packet,
+    16 MB by default), each event small: the ORM path inserts at most INSERT_CHARS per statement."""
+    from django.db import connection
+
+    new_session()
+    limit = None
+    if connection.vendor == "mysql":
+        with connection.cursor() as cursor:
+            cursor.execute("SELECT @@max_allowed_packet")
+            limit = cursor.fetchone()[0]
+    if limit and limit <= 64 * 1024 * 1024:  # above the server's own limit
+        burst = [f"{i:03}" + "x" * (limit // 90) for i in range(100)]
+    else:
+        monkeypatch.setattr(store, "INSERT_CHARS", 1000)
+        burst = [f"{i:03}" + "x" * 300 for i in range(100)]
+    stream_id, _, stored = store.open_request_stream("s1", prime=True, writes=[(burst, None)])
+    assert [e.seq for e in stored[0]] == list(range(1, 101))
+    events = store.append(stream_id, burst, finish=Stream.Status.COMPLETED)
+    assert [e.seq for e in events] == list(range(101, 201))
+    events, status = store.events_after(stream_id, 0)
+    assert [e.payload for e in events] == burst * 2 and status == "completed"
 
 
 def test_writes_made_before_the_insert_are_stored_with_it(write_path):

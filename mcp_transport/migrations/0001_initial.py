@@ -5,6 +5,8 @@ import django.utils.timezone
 from django.conf import settings
 from django.db import migrations, models
 
+from ._operations import AddConstraintExceptOnMySQL, AddIndexExceptOnMySQL
+
 
 class Migration(migrations.Migration):
 
@@ -116,11 +118,12 @@ class Migration(migrations.Migration):
             model_name='event',
             constraint=models.UniqueConstraint(fields=('stream', 'seq'), name='mcp_event_stream_seq'),
         ),
-        migrations.AddIndex(
+        # Above InnoDB's key length: not made on MySQL/MariaDB (_operations.py); 0005 replaces both.
+        AddIndexExceptOnMySQL(
             model_name='subscription',
             index=models.Index(fields=['uri'], name='mcp_subscription_uri'),
         ),
-        migrations.AddConstraint(
+        AddConstraintExceptOnMySQL(
             model_name='subscription',
             constraint=models.UniqueConstraint(fields=('session', 'uri'), name='mcp_subscription_unique'),
         ),

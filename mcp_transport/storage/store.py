@@ -23,7 +23,8 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..eventids import format_event_id
-from ..models import Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff
+from ..models import (Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, retention_cutoff,
+                      hash_uri)
 from . import hotsql
 from .executor import batched
 
@@ -117,16 +118,17 @@ def set_log_level(session_id: str, level: str):
 
 
 def subscribe(session_id: str, uri: str):
-    Subscription.objects.get_or_create(session_id=session_id, uri=uri)
+    Subscription.objects.get_or_create(session_id=session_id, uri_hash=hash_uri(uri), defaults={"uri": uri})
 
 
 def unsubscribe(session_id: str, uri: str):
-    Subscription.objects.filter(session_id=session_id, uri=uri).delete()
+    Subscription.objects.filter(session_id=session_id, uri_hash=hash_uri(uri)).delete()
 
 
 def subscribed_sessions(server: str, uri: str) -> list[str]:
     return list(
-        Session.objects.active().filter(server=server, subscriptions__uri=uri).values_list("id", flat=True)
+        Session.objects.active().filter(server=server, subscriptions__uri_hash=hash_uri(uri))
+        .values_list("id", flat=True)
     )
 
 
@@ -265,7 +267,7 @@ def _open_request_stream_orm(r: NewRequestStream, now, lease) -> tuple:
             last_seq=len(events), last_event_at=now if events else None,
             status=finished or Stream.Status.OPEN, finished_at=now if finished else None,
         )
-    Event.objects.bulk_create(
+    _insert_events(
         ([Event(stream_id=stream_id, seq=0, kind=Event.Kind.PRIMING, payload="", created_at=now)]
          if r.prime else [])
         + [Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
@@ -330,9 +332,25 @@ def append(stream: int | PendingStream, payloads: list[str], finish: str | None 
             return []
         last = Stream.objects.filter(pk=stream_id).values_list("last_seq", flat=True).get()
         events = [StoredEvent(stream_id, last - count + 1 + i, kinds[i], p) for i, p in enumerate(payloads)]
-        Event.objects.bulk_create([Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload,
-                                         created_at=now) for e in events])
+        _insert_events([Event(stream_id=stream_id, seq=e.seq, kind=e.kind, payload=e.payload, created_at=now)
+                        for e in events])
     return events
+
+
+# Payload characters in one INSERT at most (the ORM path): MySQL and MariaDB refuse a statement
+# above max_allowed_packet (16 MB by default), however small each event; UTF-8 takes at most 4
+# bytes a character.
+INSERT_CHARS = 2_000_000
+
+
+def _insert_events(events: list[Event]):
+    start, size = 0, 0
+    for i, event in enumerate(events):
+        if size and size + len(event.payload) > INSERT_CHARS:
+            Event.objects.bulk_create(events[start:i])
+            start, size = i, 0
+        size += len(event.payload)
+    Event.objects.bulk_create(events[start:])
 
 
 def finish(stream: int | PendingStream, status: str) -> bool:
@@ -414,11 +432,12 @@ def attach(stream_id: int, seq: int, policy: str, retry_ms: int | None):
 
 
 def request_worker(session_id: str, request_key: str) -> str | None:
-    """The worker running an open request of this session, if it runs on a stream."""
-    return (
-        Stream.objects.filter(session_id=session_id, request_id=request_key, status=Stream.Status.OPEN)
-        .order_by("-id").values_list("worker", flat=True).first()
-    )
+    """The worker running an open request of this session, if it runs on a stream.
+
+    The key is compared here too: a collation may fold case (MariaDB's default matches "a" with "A")."""
+    rows = (Stream.objects.filter(session_id=session_id, request_id=request_key, status=Stream.Status.OPEN)
+            .order_by("-id").values_list("request_id", "worker"))
+    return next((worker for key, worker in rows if key == request_key), None)
 
 
 def deliver(worker: str, session_id: str, kind: str, payload: dict):

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# What pip needs to build mysqlclient (requirements-test.txt), the driver of the MariaDB runs of
+# `make test` (tests/settings_mariadb.py): MariaDB's client headers and pkg-config, from Debian's
+# packages (libmariadb-dev, pkg-config) when they are missing. Idempotent: nothing happens when
+# pkg-config already finds the client library, or MYSQLCLIENT_CFLAGS and MYSQLCLIENT_LDFLAGS are set.
+# Needs root (or passwordless sudo) to install. The server itself is not installed here: .ci/run
+# starts the one the machine has.
+#
+# Exit status: 0 when mysqlclient can be built, 1 otherwise (the Makefile fails in CI, CI set;
+# elsewhere it installs the rest and says why the MariaDB tests will fail).
+set -euo pipefail
+
+log() { echo "[mariadb-install] $*" >&2; }
+
+# The pkg-config names mysqlclient's setup.py looks for, in its order.
+found() {
+    [ -n "${MYSQLCLIENT_CFLAGS:-}" ] && [ -n "${MYSQLCLIENT_LDFLAGS:-}" ] && return 0
+    command -v pkg-config >/dev/null 2>&1 || return 1
+    local pc
+    for pc in mysqlclient mariadb libmariadb perconaserverclient; do
+        if pkg-config --exists "$pc" 2>/dev/null; then
+            log "MariaDB/MySQL client headers present: $pc $(pkg-config --modversion "$pc")"
+            return 0
+        fi
+    done
+    return 1
+}
+
+found && exit 0
+
+command -v apt-get >/dev/null 2>&1 || {
+    log "no MariaDB client headers and no apt-get: install them (libmariadb-dev, pkg-config) yourself"
+    exit 1
+}
+SUDO=""
+if [ "$(id -u)" != 0 ]; then
+    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
+        SUDO="sudo -n"
+    else
+        log "installing libmariadb-dev needs root: run 'apt-get install -y libmariadb-dev pkg-config' as root"
+        exit 1
+    fi
+fi
+export DEBIAN_FRONTEND=noninteractive
+PACKAGES=(libmariadb-dev pkg-config)
+command -v cc >/dev/null 2>&1 || PACKAGES+=(gcc)
+# One installer at a time (apt takes its own lock, but a second run would then just fail).
+exec 9>/tmp/mcp-mariadb-install.lock
+command -v flock >/dev/null 2>&1 && flock 9
+found && exit 0
+LOG=/tmp/mcp-mariadb-install.log
+log "apt-get install ${PACKAGES[*]}"
+if ! $SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >"$LOG" 2>&1; then
+    log "apt-get update, then install again"  # the lists may be missing or stale
+    $SUDO apt-get update -q >>"$LOG" 2>&1 || true
+    $SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >>"$LOG" 2>&1 \
+        || { tail -20 "$LOG" >&2; log "apt-get install ${PACKAGES[*]} failed"; exit 1; }
+fi
+found || { log "libmariadb-dev installed, but pkg-config does not find it"; exit 1; }
