@@ -397,10 +397,10 @@ def test_mcp_status_shows_the_live_cluster(deployed):
     def stop(event):
         seen.append(event)
         if len([e for e in seen if e.data]) == 2:
-            statuses.append(deployed.status())  # while the call runs
+            statuses.append(deployed.status())  # while the call runs (6 s: a loaded machine starts manage.py slowly)
         return False
 
-    _, result = client.call_tool("progress", {"count": 20, "delay": 0.1}, progress_token="s", stop=stop)
+    _, result = client.call_tool("progress", {"count": 60, "delay": 0.1}, progress_token="s", stop=stop)
     (status,) = statuses
     stream_id = stream_of(result.last_id)
     runner = deployed.runner(stream_id)
