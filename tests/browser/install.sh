@@ -17,29 +17,9 @@ if ! runs; then
         log "$CHROMIUM does not run (MCP_CHROMIUM); not installing anything"
         exit 1
     fi
-    SUDO=""
-    if [ "$(id -u)" != 0 ]; then
-        if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-            SUDO="sudo -n"
-        else
-            log "installing Debian's chromium needs root: run 'apt-get install -y chromium' as root"
-            exit 1
-        fi
-    fi
-    command -v apt-get >/dev/null 2>&1 || { log "apt-get not found: install Chromium and set MCP_CHROMIUM"; exit 1; }
-    export DEBIAN_FRONTEND=noninteractive
-    # One installer at a time (apt takes its own lock, but a second run would then just fail).
-    exec 9>/tmp/mcp-browser-install.lock
-    command -v flock >/dev/null 2>&1 && flock 9
-    if ! runs; then
-        log "apt-get install chromium"
-        if ! $SUDO apt-get install -y -q chromium fonts-liberation >/tmp/mcp-browser-install.log 2>&1; then
-            log "apt-get update, then install again"
-            $SUDO apt-get update -q >>/tmp/mcp-browser-install.log 2>&1
-            $SUDO apt-get install -y -q chromium fonts-liberation >>/tmp/mcp-browser-install.log 2>&1 \
-                || { tail -20 /tmp/mcp-browser-install.log >&2; log "apt-get install chromium failed"; exit 1; }
-        fi
-    fi
+    # shellcheck source=../apt.sh
+    source "$(dirname "$0")/../apt.sh"
+    apt_install browser chromium fonts-liberation || exit 1
     runs || { log "chromium installed but does not run"; exit 1; }
 fi
 

@@ -28,32 +28,9 @@ found() {
 
 found && exit 0
 
-command -v apt-get >/dev/null 2>&1 || {
-    log "no MariaDB client headers and no apt-get: install them (libmariadb-dev, pkg-config) yourself"
-    exit 1
-}
-SUDO=""
-if [ "$(id -u)" != 0 ]; then
-    if command -v sudo >/dev/null 2>&1 && sudo -n true 2>/dev/null; then
-        SUDO="sudo -n"
-    else
-        log "installing libmariadb-dev needs root: run 'apt-get install -y libmariadb-dev pkg-config' as root"
-        exit 1
-    fi
-fi
-export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(libmariadb-dev pkg-config)
 command -v cc >/dev/null 2>&1 || PACKAGES+=(gcc)
-# One installer at a time (apt takes its own lock, but a second run would then just fail).
-exec 9>/tmp/mcp-mariadb-install.lock
-command -v flock >/dev/null 2>&1 && flock 9
-found && exit 0
-LOG=/tmp/mcp-mariadb-install.log
-log "apt-get install ${PACKAGES[*]}"
-if ! $SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >"$LOG" 2>&1; then
-    log "apt-get update, then install again"  # the lists may be missing or stale
-    $SUDO apt-get update -q >>"$LOG" 2>&1 || true
-    $SUDO apt-get install -y -q --no-install-recommends "${PACKAGES[@]}" >>"$LOG" 2>&1 \
-        || { tail -20 "$LOG" >&2; log "apt-get install ${PACKAGES[*]} failed"; exit 1; }
-fi
+# shellcheck source=../apt.sh
+source "$(dirname "$0")/../apt.sh"
+apt_install mariadb "${PACKAGES[@]}" || exit 1
 found || { log "libmariadb-dev installed, but pkg-config does not find it"; exit 1; }
