@@ -9,3 +9,25 @@ _TEST_DB = os.path.join(tempfile.gettempdir(), f"mcp-transport-test-{os.getpid()
 DATABASES = {"default": {**_EXAMPLE_DATABASES["default"], "NAME": _TEST_DB, "TEST": {"NAME": _TEST_DB}}}
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 MCP_TRANSPORT = {}
+
+
+def server_database(engine: str, env: str, port: str, user: str, **options) -> dict:
+    """A database server's settings for the suite, from MCP_TEST_<env>_NAME/USER/PASSWORD/HOST/PORT,
+    with one test database per checkout (two checkouts' suites on one server must not drop each
+    other's)."""
+    import hashlib
+    from pathlib import Path
+
+    checkout = hashlib.sha1(str(Path(__file__).resolve().parent.parent).encode()).hexdigest()[:8]
+    test = {"NAME": f"test_mcp_transport_{checkout}", **options.pop("TEST", {})}
+    return {
+        "ENGINE": engine,
+        "NAME": os.environ.get(f"MCP_TEST_{env}_NAME", "mcp_transport"),
+        "USER": os.environ.get(f"MCP_TEST_{env}_USER", user),
+        "PASSWORD": os.environ.get(f"MCP_TEST_{env}_PASSWORD", ""),
+        "HOST": os.environ.get(f"MCP_TEST_{env}_HOST", "127.0.0.1"),
+        "PORT": os.environ.get(f"MCP_TEST_{env}_PORT", port),
+        "CONN_MAX_AGE": 0,
+        **options,
+        "TEST": test,
+    }
