@@ -18,7 +18,8 @@ stored counters (`Stream.last_seq`) and from one grouped query for the page's ro
 Where things are: one module per page (`sessions`, `streams`, `events`, `workers`, `tokens`);
 `base` the view-only ModelAdmin they share, `actions` how a page runs an operation
 (confirmation, report, history), `counts` the per-page counts, `display` badges, times and
-payloads, `timeline` the stream page's SVG.
+payloads, `timeline` the stream page's SVG. What each state means (session, stream, worker)
+is decided in `mcp_transport.models`, shared with `manage.py mcp_status`.
 """
 # Importing the page modules registers them (Django's admin autodiscovery imports this package).
 from . import events, sessions, streams, tokens, workers  # noqa: F401

@@ -6,12 +6,7 @@ import json
 from django.utils import timezone
 from django.utils.html import format_html
 
-from ..models import Session, Stream, idle_cutoff, retention_cutoff
-
-
-def _cutoffs(now=None):
-    now = now or timezone.now()
-    return idle_cutoff(now), retention_cutoff(now)
+from ..models import Stream
 
 
 def badge(state: str, label: str | None = None, title: str = ""):
@@ -28,33 +23,14 @@ def short_id(value: str, length: int = 12) -> str:
     return value if len(value) <= length else value[:length] + "…"
 
 
-def session_state(session: Session, idle_cutoff) -> str:
-    if session.terminated_at:
-        return "terminated"
-    return "expired" if session.last_seen_at < idle_cutoff else "active"
-
-
-def stream_state(stream: Stream, idle_cutoff, retention_cutoff) -> str:
-    """connected now / resumable / completed / failed / cancelled / expired, as an operator sees it."""
-    session = stream.session
-    gone = session.terminated_at is not None or session.last_seen_at < idle_cutoff
-    if stream.status == Stream.Status.OPEN:
-        if stream.connected_worker:
-            return "connected now"
-        return "expired" if gone else "resumable"
-    if gone or (stream.finished_at and stream.finished_at < retention_cutoff):
-        return "expired"
-    return stream.status
-
-
-# What each of a stream's states means, as the badge's tooltip.
+# What each of a stream's states (`Stream.state_at`) means, as the badge's tooltip.
 STATE_HELP = {
-    "connected now": "A connection holds this stream now; a resume would replace it.",
-    "resumable": "Open, no connection: the client may resume it with Last-Event-ID.",
-    "completed": "Ended with its response; replayable until its retention ends.",
-    "failed": "Ended with an error response; replayable until its retention ends.",
-    "cancelled": "Cancelled; replayable until its retention ends.",
-    "expired": "Past EVENT_RETENTION_SECONDS, or its session ended: clients get 404; mcp_prune deletes it.",
+    Stream.State.CONNECTED: "A connection holds this stream now; a resume would replace it.",
+    Stream.State.RESUMABLE: "Open, no connection: the client may resume it with Last-Event-ID.",
+    Stream.State.COMPLETED: "Ended with its response; replayable until its retention ends.",
+    Stream.State.FAILED: "Ended with an error response; replayable until its retention ends.",
+    Stream.State.CANCELLED: "Cancelled; replayable until its retention ends.",
+    Stream.State.EXPIRED: "Past EVENT_RETENTION_SECONDS, or its session ended: clients get 404; mcp_prune deletes it.",
 }
 
 

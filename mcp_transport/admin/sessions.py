@@ -13,11 +13,11 @@ from django.utils.html import format_html
 
 from .. import operations
 from ..conf import mcp_settings
-from ..models import Session, Stream
+from ..models import Cutoffs, Session, Stream
 from ..protocol.dispatch import SUPPORTED_VERSIONS
 from .base import OperatorAdmin
 from .counts import decorate_sessions, decorate_streams
-from .display import _cutoffs, badge, session_state, short_id, stream_state, when
+from .display import badge, short_id, when
 
 SESSION_STREAMS_SHOWN = 20
 
@@ -27,11 +27,11 @@ class SessionStateFilter(admin.SimpleListFilter):
     parameter_name = "state"
 
     def lookups(self, request, model_admin):
-        return [("active", "Active"), ("expired", "Expired (idle)"), ("terminated", "Terminated")]
+        return Session.State.choices
 
     def queryset(self, request, queryset):
-        if self.value() in ("active", "expired", "terminated"):
-            return getattr(queryset, self.value())()
+        if self.value() in Session.State.values:
+            return queryset.in_state(self.value())
         return queryset
 
 
@@ -98,7 +98,7 @@ class SessionAdmin(OperatorAdmin):
 
     @admin.display(description="state")
     def state(self, obj):
-        return badge(session_state(obj, _cutoffs()[0]))
+        return badge(obj.state)
 
     @admin.display(description="streams")
     def streams(self, obj):
@@ -130,13 +130,13 @@ class SessionAdmin(OperatorAdmin):
                            .order_by("-id")[:SESSION_STREAMS_SHOWN])
             decorate_streams(streams)
             decorate_sessions([session])
-            idle, retention = _cutoffs()
+            cutoffs = Cutoffs.at()
             extra_context.update(
-                session_streams=[(s, stream_state(s, idle, retention)) for s in streams],
+                session_streams=[(s, s.state_at(cutoffs)) for s in streams],
                 session_stream_total=session.stream_total,
                 session_events=session.event_total,
                 can_terminate=request.user.has_perm("mcp_transport.change_session")
-                and session_state(session, idle) == "active",
+                and session.state_at(cutoffs) == Session.State.ACTIVE,
                 streams_url=reverse("admin:mcp_transport_stream_changelist", current_app=self.admin_site.name)
                 + f"?session__id__exact={session.pk}",
             )

@@ -3,7 +3,6 @@ with its timeline, connections and events; close a connection, cancel a request.
 from __future__ import annotations
 
 from django.contrib import admin
-from django.db.models import Q
 from django.urls import path, reverse
 from django.utils import timezone
 from django.utils.html import format_html
@@ -11,11 +10,11 @@ from django.utils.safestring import mark_safe
 
 from .. import operations
 from ..eventids import format_event_id, parse_event_id
-from ..models import Event, Session, Stream, StreamConnection
+from ..models import Cutoffs, Event, Session, Stream, StreamConnection
 from . import timeline
 from .base import OperatorAdmin
 from .counts import decorate_streams
-from .display import _cutoffs, badge, pretty_json, short_id, stream_badge, stream_state, when
+from .display import badge, pretty_json, short_id, stream_badge, when
 
 EVENTS_PER_PAGE = 50
 PAYLOAD_PREVIEW_CHARS = 20_000
@@ -37,14 +36,12 @@ class StreamStateFilter(admin.SimpleListFilter):
         value = self.value()
         if value == "active":
             return queryset.open()
-        if value == "resumable":
-            return queryset.resumable()
+        if value == "resumable":  # every state a client may still come back to: all but expired
+            return queryset.unexpired()
         if value == "connected":
-            return queryset.open().exclude(connected_worker="")
+            return queryset.in_state(Stream.State.CONNECTED)
         if value == "expired":
-            idle, retention = _cutoffs()
-            return queryset.filter(Q(finished_at__lt=retention) | Q(session__terminated_at__isnull=False)
-                                   | Q(session__last_seen_at__lt=idle))
+            return queryset.in_state(Stream.State.EXPIRED)
         return queryset
 
 
@@ -108,7 +105,7 @@ class StreamAdmin(OperatorAdmin):
 
     @admin.display(description="state", ordering="status")
     def state(self, obj):
-        return stream_badge(stream_state(obj, *_cutoffs()))
+        return stream_badge(obj.state_at(Cutoffs.at()))
 
     @admin.display(description="held by", ordering="connected_worker")
     def held_by(self, obj):
@@ -146,7 +143,7 @@ class StreamAdmin(OperatorAdmin):
     def lease(self, obj):
         if obj.lease_expires_at is None:
             return "—"
-        expired = obj.status == Stream.Status.OPEN and obj.lease_expires_at < timezone.now()
+        expired = obj.orphaned_at(Cutoffs.at())
         text = timezone.localtime(obj.lease_expires_at).strftime("%Y-%m-%d %H:%M:%S")
         return format_html("{} {}", text, badge("failed", "expired: worker gone") if expired else "")
 
@@ -208,7 +205,7 @@ class StreamAdmin(OperatorAdmin):
         connections = list(StreamConnection.objects.filter(stream=stream).order_by("-opened_at", "-id")[:50])
         can_operate = request.user.has_perm("mcp_transport.change_stream")
         is_open = stream.status == Stream.Status.OPEN
-        state = stream_state(stream, *_cutoffs())
+        state = stream.state_at(Cutoffs.at())
         return {
             "stream_state": state,
             "timeline_svg": mark_safe(timeline.svg(stream, stream.primed)),

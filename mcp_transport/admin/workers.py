@@ -1,16 +1,19 @@
-"""Workers: heartbeat, alive or not, the connections and requests each holds."""
+"""Workers: heartbeat, liveness (`Worker.liveness_at`), the connections and requests each holds."""
 from __future__ import annotations
 
-from datetime import timedelta
-
 from django.contrib import admin
-from django.utils import timezone
 
-from ..conf import mcp_settings
-from ..models import Worker
+from ..models import Cutoffs, Worker
 from .base import OperatorAdmin
 from .counts import decorate_workers
 from .display import badge
+
+# Liveness -> (badge style, label). A stale worker is "silent": no heartbeat for over LEASE_SECONDS.
+LIVENESS_BADGES = {
+    Worker.Liveness.ALIVE: ("active", "alive"),
+    Worker.Liveness.STOPPING: ("expired", "stopping"),
+    Worker.Liveness.STALE: ("failed", "silent"),
+}
 
 
 @admin.register(Worker)
@@ -25,10 +28,7 @@ class WorkerAdmin(OperatorAdmin):
 
     @admin.display(description="alive")
     def alive(self, obj):
-        fresh = obj.heartbeat_at >= timezone.now() - timedelta(seconds=mcp_settings.LEASE_SECONDS)
-        if obj.stopping:
-            return badge("expired", "stopping")
-        return badge("active", "alive") if fresh else badge("failed", "silent")
+        return badge(*LIVENESS_BADGES[obj.liveness_at(Cutoffs.at())])
 
     @admin.display(description="connections held")
     def holding(self, obj):
