@@ -115,7 +115,7 @@ def terminate_session(session: Session) -> Outcome:
 def prune_preview() -> dict:
     """What `prune()` would delete now: the querysets `storage.store.prune` deletes."""
     sessions = Session.objects.prunable()
-    streams = Stream.objects.filter(Q(pk__in=Stream.objects.expired()) | Q(session__in=sessions))
+    streams = Stream.objects.filter(Q(pk__in=Stream.objects.past_retention()) | Q(session__in=sessions))
     return {"sessions": sessions.count(), "streams": streams.count()}
 
 
