@@ -1,9 +1,18 @@
-"""Sessions, streams and events: the database is the source of truth for every SSE event."""
+"""Sessions, streams and events: the database is the source of truth for every SSE event.
+
+The state rules live here, once each, in two forms that agree: a Python rule on a row
+(`Session.state_at`, `Stream.state_at`, `Worker.liveness_at`) and a query filter
+(`Session.state_q`, `Stream.state_q`, `Worker.liveness_q`, and the QuerySet methods built on
+them). Both compare with the same `Cutoffs`, taken once per page or command.
+"""
 import hashlib
+import operator
 from datetime import timedelta
+from functools import cached_property, reduce
 
 from django.conf import settings
 from django.db import models
+from django.db.models import Q
 from django.utils import timezone
 
 from .conf import mcp_settings
@@ -20,19 +29,67 @@ def retention_cutoff(now=None):
     return (now or timezone.now()) - timedelta(seconds=mcp_settings.EVENT_RETENTION_SECONDS)
 
 
+def heartbeat_cutoff(now=None):
+    """Workers whose last heartbeat is older than this are stale (LEASE_SECONDS)."""
+    return (now or timezone.now()) - timedelta(seconds=float(mcp_settings.LEASE_SECONDS))
+
+
+class Cutoffs:
+    """The instants every state rule compares with, taken at one `now` (each computed when first used).
+
+    Take one per page or command (`Cutoffs.at()`) and hand it to the rules, so that every row
+    shown and every filter or count of it agree.
+    """
+
+    def __init__(self, now=None):
+        self.now = now or timezone.now()
+
+    @classmethod
+    def at(cls, now=None) -> "Cutoffs":
+        return cls(now)
+
+    @cached_property
+    def idle(self):
+        return idle_cutoff(self.now)
+
+    @cached_property
+    def retention(self):
+        return retention_cutoff(self.now)
+
+    @cached_property
+    def heartbeat(self):
+        return heartbeat_cutoff(self.now)
+
+
+def _cutoffs(cutoffs: Cutoffs | None) -> Cutoffs:
+    return cutoffs if cutoffs is not None else Cutoffs()
+
+
+def _any(conditions) -> Q:
+    """Any of these conditions (none: nothing matches)."""
+    conditions = list(conditions)
+    return reduce(operator.or_, conditions) if conditions else Q(pk__in=[])
+
+
 class SessionQuerySet(models.QuerySet):
-    def active(self):
-        return self.filter(terminated_at__isnull=True, last_seen_at__gte=idle_cutoff())
+    def in_state(self, *states, cutoffs: Cutoffs | None = None):
+        """Sessions in any of these states (`Session.State`)."""
+        cutoffs = _cutoffs(cutoffs)
+        return self.filter(_any(Session.state_q(state, cutoffs) for state in states))
 
-    def expired(self):
-        return self.filter(terminated_at__isnull=True, last_seen_at__lt=idle_cutoff())
+    def active(self, cutoffs: Cutoffs | None = None):
+        return self.filter(Session.state_q(Session.State.ACTIVE, _cutoffs(cutoffs)))
 
-    def terminated(self):
-        return self.filter(terminated_at__isnull=False)
+    def expired(self, cutoffs: Cutoffs | None = None):
+        return self.filter(Session.state_q(Session.State.EXPIRED, _cutoffs(cutoffs)))
 
-    def prunable(self):
+    def terminated(self, cutoffs: Cutoffs | None = None):
+        return self.filter(Session.state_q(Session.State.TERMINATED, _cutoffs(cutoffs)))
+
+    def prunable(self, cutoffs: Cutoffs | None = None):
         """Expired, or terminated longer ago than the event retention: what `mcp_prune` deletes."""
-        return self.filter(models.Q(last_seen_at__lt=idle_cutoff()) | models.Q(terminated_at__lt=retention_cutoff()))
+        cutoffs = _cutoffs(cutoffs)
+        return self.filter(Q(last_seen_at__lt=cutoffs.idle) | Q(terminated_at__lt=cutoffs.retention))
 
 
 class Session(models.Model):
@@ -58,32 +115,68 @@ class Session(models.Model):
 
     objects = SessionQuerySet.as_manager()
 
+    class State(models.TextChoices):
+        ACTIVE = "active"
+        EXPIRED = "expired", "Expired (idle)"  # last seen longer ago than SESSION_IDLE_TIMEOUT
+        TERMINATED = "terminated"  # DELETE, or an operator
+
     class Meta:
         ordering = ["-created_at"]
 
     def __str__(self):
         return self.id
 
+    def state_at(self, cutoffs: Cutoffs) -> "Session.State":
+        """The rule; `state_q` is the same rule as a query filter."""
+        if self.terminated_at is not None:
+            return Session.State.TERMINATED
+        if self.last_seen_at < cutoffs.idle:
+            return Session.State.EXPIRED
+        return Session.State.ACTIVE
+
     @property
-    def state(self):
-        if self.terminated_at:
-            return "terminated"
-        if self.last_seen_at < idle_cutoff():
-            return "expired"
-        return "active"
+    def state(self) -> "Session.State":
+        return self.state_at(Cutoffs())
+
+    @staticmethod
+    def state_q(state: str, cutoffs: Cutoffs, prefix: str = "") -> Q:
+        """`state_at` as a filter; `prefix` ("session__") applies it to a related session."""
+        def q(**lookups):
+            return Q(**{prefix + name: value for name, value in lookups.items()})
+
+        if state == Session.State.TERMINATED:
+            return q(terminated_at__isnull=False)
+        if state == Session.State.EXPIRED:
+            return q(terminated_at__isnull=True, last_seen_at__lt=cutoffs.idle)
+        if state == Session.State.ACTIVE:
+            return q(terminated_at__isnull=True, last_seen_at__gte=cutoffs.idle)
+        raise ValueError(f"Unknown session state {state!r}")
 
 
 class StreamQuerySet(models.QuerySet):
     def open(self):
         return self.filter(status=Stream.Status.OPEN)
 
-    def resumable(self):
-        return self.filter(session__terminated_at__isnull=True).filter(
-            models.Q(status=Stream.Status.OPEN) | models.Q(finished_at__gte=retention_cutoff())
-        )
+    def in_state(self, *states, cutoffs: Cutoffs | None = None, alive_workers=None):
+        """Streams in any of these states (`Stream.State`); see `Stream.state_at` for `alive_workers`."""
+        cutoffs = _cutoffs(cutoffs)
+        return self.filter(_any(Stream.state_q(state, cutoffs, alive_workers) for state in states))
 
-    def expired(self):
-        return self.filter(finished_at__lt=retention_cutoff())
+    def unexpired(self, cutoffs: Cutoffs | None = None):
+        """Every state but expired: what a client may still resume or replay with Last-Event-ID."""
+        return self.in_state(*(s for s in Stream.State if s != Stream.State.EXPIRED), cutoffs=cutoffs)
+
+    def orphaned(self, cutoffs: Cutoffs | None = None):
+        """Open requests whose lease ran out: their worker is gone (`Stream.orphaned_at`)."""
+        return self.filter(Stream.orphaned_q(_cutoffs(cutoffs)))
+
+    def past_retention(self, cutoffs: Cutoffs | None = None):
+        """Finished longer ago than EVENT_RETENTION_SECONDS, whatever their session: what `mcp_prune`
+        deletes with the prunable sessions' streams."""
+        return self.filter(finished_at__lt=_cutoffs(cutoffs).retention)
+
+    # The name `storage.store.prune` calls. Not the state "expired": that is `in_state(Stream.State.EXPIRED)`.
+    expired = past_retention
 
 
 class Stream(models.Model):
@@ -125,6 +218,16 @@ class Stream(models.Model):
 
     objects = StreamQuerySet.as_manager()
 
+    class State(models.TextChoices):
+        """What an operator sees: the status, and whether a client can still come back to it."""
+
+        CONNECTED = "connected now"  # open, and a connection holds it
+        RESUMABLE = "resumable"  # open, no connection, its session active: resume with Last-Event-ID
+        COMPLETED = "completed"  # finished, replayable until its retention ends
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+        EXPIRED = "expired"  # past its retention, or its session expired or was terminated: 404
+
     class Meta:
         ordering = ["-id"]
         indexes = [models.Index(fields=["session", "kind"], name="mcp_stream_session_kind")]
@@ -135,6 +238,57 @@ class Stream(models.Model):
     @property
     def finished(self):
         return self.status != self.Status.OPEN
+
+    def state_at(self, cutoffs: Cutoffs, alive_workers=None) -> "Stream.State":
+        """The rule (it reads `self.session`); `state_q` is the same rule as a query filter.
+
+        A connection counts as the row records it (`connected_worker`); given `alive_workers` (the
+        ids of the workers not stale), only a connection held by one of them counts.
+        """
+        session_active = self.session.state_at(cutoffs) == Session.State.ACTIVE
+        if self.status == Stream.Status.OPEN:
+            if self.connected_worker and (alive_workers is None or self.connected_worker in alive_workers):
+                return Stream.State.CONNECTED
+            return Stream.State.RESUMABLE if session_active else Stream.State.EXPIRED
+        if not session_active or (self.finished_at is not None and self.finished_at < cutoffs.retention):
+            return Stream.State.EXPIRED
+        return Stream.State(self.status)
+
+    @staticmethod
+    def state_q(state: str, cutoffs: Cutoffs, alive_workers=None) -> Q:
+        """`state_at` as a filter (joining the session)."""
+        is_open = Q(status=Stream.Status.OPEN)
+        if alive_workers is None:
+            held, not_held = ~Q(connected_worker=""), Q(connected_worker="")
+        else:
+            alive_workers = list(alive_workers)
+            held, not_held = Q(connected_worker__in=alive_workers), ~Q(connected_worker__in=alive_workers)
+        session_active = Session.state_q(Session.State.ACTIVE, cutoffs, prefix="session__")
+        session_gone = (Session.state_q(Session.State.EXPIRED, cutoffs, prefix="session__")
+                        | Session.state_q(Session.State.TERMINATED, cutoffs, prefix="session__"))
+        if state == Stream.State.CONNECTED:
+            return is_open & held
+        if state == Stream.State.RESUMABLE:
+            return is_open & not_held & session_active
+        if state == Stream.State.EXPIRED:
+            finished = ~Q(status=Stream.Status.OPEN)
+            return ((is_open & not_held & session_gone)
+                    | (finished & (session_gone | Q(finished_at__lt=cutoffs.retention))))
+        if state in (Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED):
+            within = Q(finished_at__isnull=True) | Q(finished_at__gte=cutoffs.retention)
+            return Q(status=state) & session_active & within
+        raise ValueError(f"Unknown stream state {state!r}")
+
+    def orphaned_at(self, cutoffs: Cutoffs) -> bool:
+        """An open request whose lease ran out: its worker stopped renewing it. (The lease sweep,
+        `storage.store.fail_orphans`, ends such requests with an error.)"""
+        return (self.status == Stream.Status.OPEN and self.kind == Stream.Kind.REQUEST
+                and self.lease_expires_at is not None and self.lease_expires_at < cutoffs.now)
+
+    @staticmethod
+    def orphaned_q(cutoffs: Cutoffs) -> Q:
+        """`orphaned_at` as a filter."""
+        return Q(status=Stream.Status.OPEN, kind=Stream.Kind.REQUEST, lease_expires_at__lt=cutoffs.now)
 
 
 class Event(models.Model):
@@ -179,6 +333,25 @@ class StreamConnection(models.Model):
         ordering = ["stream", "opened_at", "id"]
 
 
+class WorkerQuerySet(models.QuerySet):
+    def in_liveness(self, *states, cutoffs: Cutoffs | None = None):
+        cutoffs = _cutoffs(cutoffs)
+        return self.filter(_any(Worker.liveness_q(state, cutoffs) for state in states))
+
+    def alive(self, cutoffs: Cutoffs | None = None):
+        return self.in_liveness(Worker.Liveness.ALIVE, cutoffs=cutoffs)
+
+    def stopping(self, cutoffs: Cutoffs | None = None):
+        return self.in_liveness(Worker.Liveness.STOPPING, cutoffs=cutoffs)
+
+    def stale(self, cutoffs: Cutoffs | None = None):
+        return self.in_liveness(Worker.Liveness.STALE, cutoffs=cutoffs)
+
+    def running(self, cutoffs: Cutoffs | None = None):
+        """Not stale (alive or stopping): its connections and requests are still there."""
+        return self.in_liveness(Worker.Liveness.ALIVE, Worker.Liveness.STOPPING, cutoffs=cutoffs)
+
+
 class Worker(models.Model):
     """A daphne process serving MCP, with its heartbeat."""
 
@@ -189,8 +362,35 @@ class Worker(models.Model):
     heartbeat_at = models.DateTimeField(default=timezone.now, db_index=True)
     stopping = models.BooleanField(default=False)
 
+    objects = WorkerQuerySet.as_manager()
+
+    class Liveness(models.TextChoices):
+        ALIVE = "alive"  # heartbeat within LEASE_SECONDS
+        STOPPING = "stopping"  # heartbeat within LEASE_SECONDS, draining after SIGTERM
+        STALE = "stale"  # silent for over LEASE_SECONDS (whether it was stopping or not): gone
+
     def __str__(self):
         return self.id
+
+    def liveness_at(self, cutoffs: Cutoffs) -> "Worker.Liveness":
+        """The rule; `liveness_q` is the same rule as a query filter."""
+        if self.heartbeat_at < cutoffs.heartbeat:
+            return Worker.Liveness.STALE
+        return Worker.Liveness.STOPPING if self.stopping else Worker.Liveness.ALIVE
+
+    @property
+    def liveness(self) -> "Worker.Liveness":
+        return self.liveness_at(Cutoffs())
+
+    @staticmethod
+    def liveness_q(state: str, cutoffs: Cutoffs) -> Q:
+        if state == Worker.Liveness.STALE:
+            return Q(heartbeat_at__lt=cutoffs.heartbeat)
+        if state == Worker.Liveness.STOPPING:
+            return Q(heartbeat_at__gte=cutoffs.heartbeat, stopping=True)
+        if state == Worker.Liveness.ALIVE:
+            return Q(heartbeat_at__gte=cutoffs.heartbeat, stopping=False)
+        raise ValueError(f"Unknown worker liveness {state!r}")
 
 
 class Delivery(models.Model):

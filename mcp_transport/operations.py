@@ -1,7 +1,9 @@
 """What an operator can do to live MCP traffic, from any process (the admin's views call these).
 
-The database says what to do; the Channels layer tells the workers, which act on their own
-connections and tasks (`wakeups.relay.Relay.handle`):
+The database says what to do; the relay tells the workers (`wakeups.relay.Sender`, the control
+messages of `wakeups.messages`), which act on their own connections and tasks
+(`wakeups.relay.Relay.handle`). A cancel is stored for its worker before it is signalled, so a
+lost channel-layer message only delays it until the worker's sweep:
 
 - `close_connection`: `mcp.close` to every worker; the one holding the stream's connection
   sends `retry` and closes it. The request goes on, the client resumes with `Last-Event-ID`.
@@ -12,22 +14,21 @@ connections and tasks (`wakeups.relay.Relay.handle`):
   forgets it.
 - `prune`: `storage.store.prune()`, the code of `manage.py mcp_prune`.
 
-These run synchronously (`async_to_sync` around the layer), in a view or a shell.
+These run synchronously (`async_to_sync` around the layer), in a view or a shell. Each asks for
+the channel layer before it changes anything: without one (`NoChannelLayer`) nothing is done.
 """
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
 
-from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
 from django.db.models import Q
-from django.utils import timezone
 
-from .models import Session, Stream
 from .execution import errors
+from .models import Cutoffs, Session, Stream
 from .storage import store
-from .wakeups import relay
+from .wakeups import messages
+from .wakeups.relay import ALL_WORKERS, NoChannelLayer, Sender  # noqa: F401  (NoChannelLayer: raised here)
 
 ORIGIN = "admin"
 OPERATOR = "operator"
@@ -41,16 +42,9 @@ class Outcome:
     message: str
 
 
-class NoChannelLayer(RuntimeError):
-    pass
-
-
-def send(group: str, message: dict):
-    """One control message to a group of the Channels layer."""
-    layer = get_channel_layer()
-    if layer is None:
-        raise NoChannelLayer("No channel layer is configured (CHANNEL_LAYERS): workers cannot be told")
-    async_to_sync(layer.group_send)(group, {**message, "origin": ORIGIN})
+def sender() -> Sender:
+    """The relay, for this process; raises NoChannelLayer when there is no channel layer."""
+    return Sender(ORIGIN)
 
 
 def close_connection(stream: Stream, retry_ms: int | None = None) -> Outcome:
@@ -62,7 +56,7 @@ def close_connection(stream: Stream, retry_ms: int | None = None) -> Outcome:
         return Outcome(False, f"Stream {stream.pk} is {stream.status}: it has no connection to close.")
     # Every worker gets it and closes the connections it holds on that stream, if any: the row's
     # `connected_worker` may lag a replaced connection by a moment, the workers never do.
-    send(relay.ALL_WORKERS, {"type": relay.CLOSE, "stream": stream.pk, "retry": retry_ms, "reason": ORIGIN})
+    sender().send(messages.close(stream.pk, retry_ms, ORIGIN, group=ALL_WORKERS))
     if stream.connected_worker:
         return Outcome(True, f"Closing the connection of stream {stream.pk} held by {stream.connected_worker}; "
                              "the client reconnects after its retry interval.")
@@ -75,19 +69,20 @@ def cancel_request(stream: Stream, reason: str = "Cancelled by an operator") -> 
         return Outcome(False, f"Stream {stream.pk} is not a request stream: there is no request to cancel.")
     if stream.status != Stream.Status.OPEN:
         return Outcome(False, f"The request of stream {stream.pk} already ended ({stream.status}).")
-    if stream.lease_expires_at is not None and stream.lease_expires_at < timezone.now():
+    if stream.orphaned_at(Cutoffs.at()):
         # Its worker is gone: nobody would hear the cancel. Fail it now, as the lease sweep would.
+        to_workers = sender()
         failed = store.fail_orphans(errors.worker_lost, stream.pk)
         if failed:
-            send(relay.ALL_WORKERS, {"type": relay.WAKE, "stream": stream.pk, "seq": failed[-1].seq})
+            to_workers.send(messages.wake(stream.pk, failed[-1].seq, group=ALL_WORKERS))
             return Outcome(True, f"The worker of stream {stream.pk} ({stream.worker}) is gone: "
                                  "the request ended with an error.")
         return Outcome(False, f"The request of stream {stream.pk} already ended.")
     if not stream.worker:
         return Outcome(False, f"Stream {stream.pk} records no worker running its request.")
-    cancel = {"request": json.loads(stream.request_id), "reason": reason, "by": OPERATOR}
-    store.deliver(stream.worker, stream.session_id, "cancel", cancel)
-    send(relay.worker_group(stream.worker), {"type": relay.CANCEL, "session": stream.session_id, **cancel})
+    # Stored for its worker, then signalled: the worker's sweep brings it if the message is lost.
+    sender().send(messages.cancel(stream.worker, stream.session_id, json.loads(stream.request_id), reason,
+                                  by=OPERATOR))
     return Outcome(True, f"Cancelling request {stream.request_id} of stream {stream.pk} on {stream.worker}; "
                          "the client gets an error response.")
 
@@ -100,17 +95,19 @@ def terminate_session(session: Session) -> Outcome:
         session.streams.filter(status=Stream.Status.OPEN).values_list("id", "kind", "worker", "request_id",
                                                                       "connected_worker")
     )
+    to_workers = sender()
     if not store.terminate_session(session.pk, session.server):
         return Outcome(False, f"Session {session.pk} has expired: clients already get 404.")
     reason = "Session terminated by an operator"
+    signals = []
     for stream_id, kind, worker, request_id, connected_worker in open_streams:
         if kind == Stream.Kind.REQUEST and worker and request_id:
-            send(relay.worker_group(worker), {"type": relay.CANCEL, "session": session.pk,
-                                              "request": json.loads(request_id), "reason": reason})
+            signals.append(messages.cancel(worker, session.pk, json.loads(request_id), reason))
         if connected_worker:
-            send(relay.worker_group(connected_worker), {"type": relay.END, "stream": stream_id})
+            signals.append(messages.end(stream_id, group=messages.worker_group(connected_worker)))
     # Every worker forgets the session (its cache of live sessions, its GET stream, its waits).
-    send(relay.ALL_WORKERS, {"type": relay.SESSION_END, "session": session.pk})
+    signals.append(messages.session_end(session.pk))
+    to_workers.send(*signals)
     return Outcome(True, f"Terminated session {session.pk} ({len(open_streams)} open stream(s) ended); "
                          "its client gets 404 and must initialize again.")
 
@@ -118,7 +115,7 @@ def terminate_session(session: Session) -> Outcome:
 def prune_preview() -> dict:
     """What `prune()` would delete now: the querysets `storage.store.prune` deletes."""
     sessions = Session.objects.prunable()
-    streams = Stream.objects.filter(Q(pk__in=Stream.objects.expired()) | Q(session__in=sessions))
+    streams = Stream.objects.filter(Q(pk__in=Stream.objects.past_retention()) | Q(session__in=sessions))
     return {"sessions": sessions.count(), "streams": streams.count()}
 
 

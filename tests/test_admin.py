@@ -21,8 +21,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 from django.utils import timezone
 
-from mcp_transport import operations, timeline
-from mcp_transport.admin import pretty_json, summarize
+from mcp_transport import operations
+from mcp_transport.admin import timeline
+from mcp_transport.admin.display import pretty_json, summarize
 from mcp_transport.models import Event, Session, Stream, StreamConnection, Worker
 from mcp_transport.storage import store
 from mcp_transport.wakeups import relay

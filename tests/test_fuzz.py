@@ -43,7 +43,8 @@ def fuzz_settings(examples: int) -> settings:
 PARSE_CODES = {jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST}
 ERROR_CODES = {jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, jsonrpc.METHOD_NOT_FOUND, jsonrpc.INVALID_PARAMS,
                jsonrpc.INTERNAL_ERROR, jsonrpc.RESOURCE_NOT_FOUND, jsonrpc.URL_ELICITATION_REQUIRED,
-               jsonrpc.REQUEST_CANCELLED, jsonrpc.REQUEST_FAILED, jsonrpc.LIMIT_EXCEEDED}
+               jsonrpc.REQUEST_CANCELLED, jsonrpc.SESSION_NOT_FOUND, jsonrpc.LIMIT_EXCEEDED,
+               jsonrpc.CLIENT_ANSWER_TIMEOUT}
 
 
 def strict_json(text: str):

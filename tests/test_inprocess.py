@@ -96,3 +96,21 @@ async def test_initialize_ignores_a_newer_version_header_but_later_requests_do_n
     client.session_id = response.headers["mcp-session-id"]
     refused = await client.request("ping", headers={"mcp-protocol-version": "2026-07-28"})
     assert refused.status == 400 and "MCP-Protocol-Version" in refused.json["error"]["message"]
+
+
+async def test_a_client_that_does_not_answer_in_time_gets_its_own_error_code():
+    """CLIENT_REQUEST_TIMEOUT passed without the client's answer: CLIENT_ANSWER_TIMEOUT, not the 404 body's
+    SESSION_NOT_FOUND (-32001)."""
+    from django.test import override_settings
+
+    from mcp_transport.protocol import jsonrpc
+
+    client = MCPCommunicator(application)
+    with override_settings(MCP_TRANSPORT={"CLIENT_REQUEST_TIMEOUT": 0.2}):
+        await client.initialize(capabilities={"elicitation": {}})
+        response = await client.call_tool("test_elicitation", {"message": "Who are you?"}, timeout=30)
+    asked, final = response.messages[0], response.messages[-1]
+    assert asked["method"] == "elicitation/create"
+    assert final["error"]["code"] == jsonrpc.CLIENT_ANSWER_TIMEOUT == -32004
+    assert "did not answer elicitation/create in time" in final["error"]["message"]
+    assert jsonrpc.CLIENT_ANSWER_TIMEOUT != jsonrpc.SESSION_NOT_FOUND == -32001

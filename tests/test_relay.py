@@ -1,9 +1,12 @@
-"""The relay on a real Redis: a burst of group operations against channels-redis's bounded pool."""
+"""The relay on a real Redis: a burst of group operations against channels-redis's bounded pool; an
+operator's cancel whose channel-layer message is lost."""
 import asyncio
 import logging
 import os
 import secrets
 
+import pytest
+from asgiref.sync import sync_to_async
 from channels.layers import InMemoryChannelLayer
 from channels_redis.core import RedisChannelLayer
 
@@ -13,8 +16,8 @@ from mcp_transport.wakeups.bus import Bus
 REDIS_URL = os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")
 
 
-def redis_layer(*hosts, **config) -> RedisChannelLayer:
-    return RedisChannelLayer(hosts=list(hosts), prefix=f"mcp_test_{secrets.token_hex(4)}", **config)
+def redis_layer(*hosts, prefix=None, **config) -> RedisChannelLayer:
+    return RedisChannelLayer(hosts=list(hosts), prefix=prefix or f"mcp_test_{secrets.token_hex(4)}", **config)
 
 
 def test_send_slots_stay_under_half_of_every_pool():
@@ -78,3 +81,127 @@ def test_without_the_bound_the_same_burst_overflows_the_pool():
     received, warnings = burst(1000)
     assert len(received) < 300
     assert any("delayed until the next sweep" in w for w in warnings)
+
+
+# An operator's cancel survives a lost channel-layer message
+
+
+class LosingLayer:
+    """A channel layer whose group sends are all lost (as channels-redis may lose one: capacity, a
+    restart); it keeps what it lost. Everything else goes to the real layer underneath."""
+
+    def __init__(self, layer):
+        self.layer = layer
+        self.lost: list[tuple[str, dict]] = []
+
+    async def group_send(self, group, message):
+        self.lost.append((group, message))
+
+    def __getattr__(self, name):
+        return getattr(self.layer, name)
+
+
+async def _running(key, task):
+    from mcp_transport.execution.worker import worker
+
+    for _ in range(2000):
+        if key in worker.requests.inflight or task.done():
+            break
+        await asyncio.sleep(0.005)
+    assert key in worker.requests.inflight, "the request never started"
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.parametrize("stored", [True, False], ids=["with-delivery", "without-delivery"])
+async def test_a_terminate_whose_message_redis_lost_still_cancels_the_running_request(monkeypatch, stored):
+    """The admin terminates a session while its request runs; every channel-layer message of it is
+    lost. The worker, live on a real Redis, still cancels the request: its sweep reads the cancel's
+    Delivery row, stored before the message was sent. Without that row (`without-delivery`: what
+    `operations.terminate_session` did before) the request runs on."""
+    from django.test import override_settings
+
+    from example_project.asgi import application
+    from mcp_transport import operations
+    from mcp_transport.execution import runner
+    from mcp_transport.execution.worker import worker as this_worker
+    from mcp_transport.models import Delivery, Session, Stream
+    from mcp_transport.storage import store
+    from mcp_transport.testing import MCPCommunicator
+
+    client = MCPCommunicator(application)
+    await client.initialize()
+    request_id = client._id + 1
+    call = asyncio.ensure_future(client.request(
+        "tools/call", {"name": "progress", "arguments": {"count": 2000, "delay": 0.01}, "_meta": {"progressToken": 1}},
+        timeout=60,
+    ))
+    key = (client.session_id, runner.request_key(request_id))
+    await _running(key, call)
+    streams = Stream.objects.filter(session_id=client.session_id, kind=Stream.Kind.REQUEST)
+    for _ in range(500):  # the request is under way: a few progress events stored
+        if await sync_to_async(lambda: streams.filter(last_seq__gte=3).exists())():
+            break
+        await asyncio.sleep(0.01)
+    else:
+        raise AssertionError("the request stored no progress")
+
+    prefix = f"mcp_test_{secrets.token_hex(4)}"
+    worker_layer, admin_layer = redis_layer(REDIS_URL, prefix=prefix), redis_layer(REDIS_URL, prefix=prefix)
+    losing = LosingLayer(admin_layer)
+    # This process's worker, on Redis, sweeping often; it cancels through the runner's own handlers.
+    worker = relay.Relay(this_worker.id, this_worker.bus)
+    worker.handlers = dict(this_worker.relay.handlers)
+    received, swept = [], []
+    handle, take = worker.handle, store.atake_deliveries
+
+    async def atake_deliveries(worker_id):
+        found = await take(worker_id)
+        swept.extend(found)
+        return found
+
+    monkeypatch.setattr(worker, "handle", lambda message: (received.append(message), handle(message)))
+    monkeypatch.setattr(store, "atake_deliveries", atake_deliveries)
+    if not stored:  # the old terminate: a cancel message and no Delivery row
+        monkeypatch.setattr(store, "deliver", lambda *args: None)
+    try:
+        with override_settings(MCP_TRANSPORT={"WAKEUP_SWEEP_SECONDS": 0.2}):
+            monkeypatch.setattr(relay, "get_channel_layer", lambda alias="default": worker_layer)
+            await worker.start()
+            assert worker.remote and worker.channel
+            monkeypatch.setattr(relay, "get_channel_layer", lambda alias="default": losing)
+
+            session = await sync_to_async(Session.objects.get)(pk=client.session_id)
+            outcome = await sync_to_async(operations.terminate_session)(session)
+            assert outcome.done, outcome.message
+            lost = {message["type"] for _, message in losing.lost}
+            assert {relay.CANCEL, relay.SESSION_END} <= lost  # both would have cancelled the request
+            assert [m for _, m in losing.lost if m["type"] == relay.CANCEL][0]["request"] == request_id
+
+            if stored:
+                response = await asyncio.wait_for(call, 10)  # the tool alone would run 20 s
+                assert [(session_id, payload["request"]) for session_id, kind, payload in swept
+                        if kind == Delivery.Kind.CANCEL] == [(client.session_id, request_id)]
+                assert response.complete and response.messages[0]["method"] == "notifications/progress"
+                assert not [m for m in response.messages if "result" in m or "error" in m]  # ended, unanswered
+                assert key not in this_worker.requests.inflight
+            else:
+                await asyncio.sleep(2.0)  # ten sweeps
+                assert not call.done() and key in this_worker.requests.inflight
+                assert swept == []
+            assert received == []  # nothing came over the channel layer
+            assert await sync_to_async(Delivery.objects.count)() == 0
+    finally:
+        this_worker.requests.cancel(client.session_id, request_id)
+        try:
+            await asyncio.wait_for(call, 10)
+        except Exception:
+            pass
+        tasks = list(worker._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=5)
+            assert not pending, "the relay's loops did not stop when cancelled"
+        await worker_layer.flush()
+        await worker_layer.close_pools()
+        await admin_layer.close_pools()

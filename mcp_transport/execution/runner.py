@@ -103,7 +103,7 @@ class RequestHost:
             timeout = timeout if timeout is not None else mcp_settings.CLIENT_REQUEST_TIMEOUT
             response = await asyncio.wait_for(future, timeout)
         except asyncio.TimeoutError:
-            raise JSONRPCError(jsonrpc.REQUEST_FAILED, f"The client did not answer {method} in time") from None
+            raise JSONRPCError(jsonrpc.CLIENT_ANSWER_TIMEOUT, f"The client did not answer {method} in time") from None
         finally:
             pending.pop(key, None)
         if "error" in response:

@@ -7,18 +7,22 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
+# Every JSON-RPC error code this project sends, each with one meaning. Send them from here, by name.
+# JSON-RPC 2.0's own.
+PARSE_ERROR = -32700  # the body is not (strict, UTF-8) JSON
+INVALID_REQUEST = -32600  # not a valid JSON-RPC request; also the body of the HTTP refusals (400, 403, 405...)
 METHOD_NOT_FOUND = -32601
 INVALID_PARAMS = -32602
-INTERNAL_ERROR = -32603
-# MCP-specific.
-RESOURCE_NOT_FOUND = -32002
-URL_ELICITATION_REQUIRED = -32042
-# Our own server-defined range (-32000..-32099).
-REQUEST_CANCELLED = -32800
-REQUEST_FAILED = -32001
-LIMIT_EXCEEDED = -32003
+INTERNAL_ERROR = -32603  # a handler failed, or the worker running the request stopped before it finished
+# MCP's.
+RESOURCE_NOT_FOUND = -32002  # resources/read of a URI the server does not have
+URL_ELICITATION_REQUIRED = -32042  # for tools: the user must complete a URL elicitation first
+# Server-defined (-32000..-32099; -32020..-32022 are reserved by MCP 2026-07-28).
+SESSION_NOT_FOUND = -32001  # HTTP 404: unknown, expired or terminated Mcp-Session-Id (as the official SDK servers)
+LIMIT_EXCEEDED = -32003  # a limit was hit: HTTP 429 for a request, or the error that ends a stream
+CLIENT_ANSWER_TIMEOUT = -32004  # the client did not answer a server-to-client request in CLIENT_REQUEST_TIMEOUT
+# Outside JSON-RPC's ranges, as LSP's RequestCancelled.
+REQUEST_CANCELLED = -32800  # cancelled before it could answer (an operator; a client, for a JSON answer)
 
 
 class JSONRPCError(Exception):

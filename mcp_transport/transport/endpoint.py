@@ -39,7 +39,6 @@ SSE_COMPLETE_HEADERS = [(b"content-type", b"text/event-stream")]
 SSE_HEADERS = [*SSE_COMPLETE_HEADERS, (b"cache-control", b"no-cache"), (b"x-accel-buffering", b"no")]
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOW = "GET, POST, DELETE"
-SESSION_NOT_FOUND = -32001
 FINAL = Event.Kind.FINAL
 
 
@@ -217,7 +216,7 @@ class MCPEndpoint:
         if len(session_id) <= 64 and session_id.isascii():
             session = await sessions.load(session_id, self.server.name)
         if session is None or session.principal != self.principal_id:
-            raise Rejected(404, "Session not found", code=SESSION_NOT_FOUND)
+            raise Rejected(404, "Session not found", code=jsonrpc.SESSION_NOT_FOUND)
         return session
 
     @property

@@ -9,12 +9,13 @@ from django.http.request import split_domain_port, validate_host
 
 from ..conf import mcp_settings
 from ..protocol.dispatch import SUPPORTED_VERSIONS
+from ..protocol.jsonrpc import INVALID_REQUEST
 
 
 class Rejected(Exception):
     """A request refused before dispatch: HTTP status, JSON-RPC code and message."""
 
-    def __init__(self, status: int, message: str, code: int = -32600, headers=()):
+    def __init__(self, status: int, message: str, code: int = INVALID_REQUEST, headers=()):
         super().__init__(message)
         self.status = status
         self.message = message

@@ -12,30 +12,30 @@ the admin, say) still go through it.
 What a cancel or a client's answer means is not this module's business: the layer that runs
 requests registers a handler for each (`Relay.on`), and the relay calls it, whether the signal
 came over the channel layer or from the table of deliveries.
+
+The messages themselves are defined in `messages`. Two senders put them on the layer: the
+worker's `relay` (asynchronous, in the process serving MCP) and `Sender` (synchronous, from any
+process: the admin's operations). Both store a signal's `Delivery` row before sending it.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from typing import Callable
 
+from asgiref.sync import async_to_sync
 from channels.layers import InMemoryChannelLayer, get_channel_layer
 
 from ..conf import mcp_settings
 from ..storage import store
+from . import messages
 from .bus import Bus
+from .messages import (  # noqa: F401  (the names callers use as relay.CANCEL, relay.worker_group...)
+    ALL_WORKERS, CANCEL, CLOSE, END, ORIGIN, RESPOND, SESSION_END, WAKE, Signal, stream_group, worker_group,
+)
 
 logger = logging.getLogger("mcp_transport")
 
-WAKE = "mcp.wake"
-CLOSE = "mcp.close"
-END = "mcp.end"
-CANCEL = "mcp.cancel"
-RESPOND = "mcp.respond"
-SESSION_END = "mcp.session_end"
-ALL_WORKERS = "mcp.workers"
-_GROUP_SAFE = re.compile(r"[^A-Za-z0-9._-]")
 MAX_CONCURRENT_SENDS = 16
 REJOIN_SECONDS = 300.0
 REDIS_POOL_DEFAULT = 100  # redis-py 8's ConnectionPool, when a host sets no max_connections
@@ -52,14 +52,6 @@ def send_slots(layer) -> int:
     limits = [host.get("max_connections") or REDIS_POOL_DEFAULT
               for host in getattr(layer, "hosts", None) or () if isinstance(host, dict)]
     return max(1, min([MAX_CONCURRENT_SENDS, *(limit // 2 for limit in limits)]))
-
-
-def stream_group(stream_id: int) -> str:
-    return f"mcp.stream.{stream_id}"
-
-
-def worker_group(worker: str) -> str:
-    return f"mcp.worker.{_GROUP_SAFE.sub('-', worker)}"[:99]
 
 
 class Relay:
@@ -114,10 +106,11 @@ class Relay:
         task.add_done_callback(self._tasks.discard)
         return task
 
-    def _send_group(self, group: str, message: dict):
+    def _send(self, signal: Signal):
+        """In the background, at most `send_slots` at once; a failure waits for the receivers' sweep."""
         if self.layer is None:
             return
-        message = {**message, "origin": self.worker_id}
+        group, message = signal.group, {**signal.message, ORIGIN: self.worker_id}
 
         async def send():
             try:
@@ -146,6 +139,13 @@ class Relay:
         """The stream finished without a final event: its connections end, here and elsewhere."""
         self.bus.end(stream_id)
         self.end(stream_id)
+
+    async def signal(self, signal: Signal):
+        """Its `Delivery` stored first (through the database thread), if it has one; then sent."""
+        if signal.delivery is not None:
+            d = signal.delivery
+            await store.adeliver(d.worker, d.session_id, d.kind, d.payload)
+        self._send(signal)
 
     # What this process asks of the others
 
@@ -178,31 +178,29 @@ class Relay:
         """Only when another worker may hold the stream: none here, or one resumed it elsewhere.
         (A wake-up skipped by a race only waits for the other worker's sweep.)"""
         if self.remote and (stream_id in self.held_elsewhere or not self.bus.listeners(stream_id)):
-            self._send_group(stream_group(stream_id), {"type": WAKE, "stream": stream_id, "seq": seq})
+            self._send(messages.wake(stream_id, seq))
         if final:
             self.held_elsewhere.discard(stream_id)
 
     def close(self, stream_id: int, retry_ms: int | None, reason="server"):
         # A resumption replaces a connection that may be held where the stream was opened, a
         # worker that never joined the stream's group: tell every worker.
-        group = ALL_WORKERS if reason == "replaced" else stream_group(stream_id)
-        self._send_group(group, {"type": CLOSE, "stream": stream_id, "retry": retry_ms, "reason": reason})
+        group = ALL_WORKERS if reason == "replaced" else None  # None: the stream's group
+        self._send(messages.close(stream_id, retry_ms, reason, group=group))
 
     def end(self, stream_id: int):
-        self._send_group(stream_group(stream_id), {"type": END, "stream": stream_id})
+        self._send(messages.end(stream_id))
 
     async def cancel(self, worker: str, session_id: str, request_id, reason=None, by=None):
         """Stored first (a Delivery the worker's sweep reads), then signalled: never lost."""
-        message = {"request": request_id, "reason": reason, "by": by}
-        await store.adeliver(worker, session_id, "cancel", message)
-        self._send_group(worker_group(worker), {"type": CANCEL, "session": session_id, **message})
+        await self.signal(messages.cancel(worker, session_id, request_id, reason, by))
 
     def session_ended(self, session_id: str):
-        self._send_group(ALL_WORKERS, {"type": SESSION_END, "session": session_id})
+        self._send(messages.session_end(session_id))
 
     async def respond(self, worker: str, session_id: str, response: dict):
-        await store.adeliver(worker, session_id, "response", response)
-        self._send_group(worker_group(worker), {"type": RESPOND, "session": session_id, "response": response})
+        """Stored first, then signalled, like a cancel."""
+        await self.signal(messages.respond(worker, session_id, response))
 
     # What the others ask of this process
 
@@ -220,6 +218,7 @@ class Relay:
     async def _receive_forever(self):
         delay, lost = 0.1, False
         while True:
+            _stop_if_cancelled()
             try:
                 if lost:
                     await self.rejoin()
@@ -231,6 +230,7 @@ class Relay:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                _stop_if_cancelled()
                 lost = True
                 logger.warning("Channel layer unavailable; retrying in %.1fs", delay, exc_info=True)
                 await asyncio.sleep(delay)
@@ -243,7 +243,7 @@ class Relay:
 
     def handle(self, message: dict):
         kind = message.get("type")
-        if message.get("origin") == self.worker_id and kind in (WAKE, CLOSE, END, SESSION_END):
+        if message.get(ORIGIN) == self.worker_id and kind in (WAKE, CLOSE, END, SESSION_END):
             return
         if kind == WAKE:
             self.bus.mark_stale(message["stream"], message.get("seq"))
@@ -255,7 +255,7 @@ class Relay:
         elif kind == END:
             self.bus.end(message["stream"])
         elif kind == CANCEL:
-            self._call(CANCEL, message["session"], _cancel_payload(message))
+            self._call(CANCEL, message["session"], messages.cancel_payload(message))
         elif kind == RESPOND:
             self._call(RESPOND, message["session"], message["response"])
         elif kind == SESSION_END:
@@ -269,7 +269,7 @@ class Relay:
 
     async def take_deliveries(self):
         for session_id, kind, payload in await store.atake_deliveries(self.worker_id):
-            self._call(RESPOND if kind == "response" else CANCEL, session_id, payload)
+            self._call(messages.DELIVERED_AS[kind], session_id, payload)
 
     async def _sweep_forever(self):
         """Catch up on lost wake-ups and re-join groups a restarted Redis forgot.
@@ -281,6 +281,7 @@ class Relay:
         loop = asyncio.get_running_loop()
         rejoined = loop.time()
         while True:
+            _stop_if_cancelled()
             await asyncio.sleep(float(mcp_settings.WAKEUP_SWEEP_SECONDS))
             try:
                 await self.take_deliveries()
@@ -298,10 +299,45 @@ class Relay:
             except asyncio.CancelledError:
                 raise
             except Exception:
+                _stop_if_cancelled()
                 logger.warning("Wake-up sweep failed; retrying", exc_info=True)
 
 
-def _cancel_payload(message: dict) -> dict:
-    return {"request": message["request"], "reason": message.get("reason"), "by": message.get("by")}
+def _stop_if_cancelled():
+    """The relay's loops stop when their task was cancelled, even where the Redis client swallowed
+    the cancellation mid-command or turned it into another error (a ConnectionError, a TimeoutError)."""
+    task = asyncio.current_task()
+    if task is not None and task.cancelling():
+        raise asyncio.CancelledError
 
 
+class NoChannelLayer(RuntimeError):
+    pass
+
+
+class Sender:
+    """The relay's API for a process that holds no connections and runs no requests (the admin's
+    views, a shell): synchronous, each signal sent at once with `origin` set to who sends it.
+
+    `send()` stores the signals' `Delivery` rows first, on the caller's database connection (so
+    within its transaction), then puts them all on the channel layer in one `async_to_sync`.
+    Which worker holds a stream's connection is known only to the workers: address closes and
+    wake-ups from outside to every worker (`group=ALL_WORKERS`).
+    """
+
+    def __init__(self, origin: str, layer=None):
+        self.origin = origin
+        self.layer = layer if layer is not None else get_channel_layer()
+        if self.layer is None:
+            raise NoChannelLayer("No channel layer is configured (CHANNEL_LAYERS): workers cannot be told")
+
+    def send(self, *signals: Signal):
+        for signal in signals:
+            if signal.delivery is not None:
+                d = signal.delivery
+                store.deliver(d.worker, d.session_id, d.kind, d.payload)
+        async_to_sync(self._send_all)(signals)
+
+    async def _send_all(self, signals):
+        for signal in signals:
+            await self.layer.group_send(signal.group, {**signal.message, ORIGIN: self.origin})

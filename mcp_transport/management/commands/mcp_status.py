@@ -11,11 +11,12 @@ from django.core.management.base import BaseCommand
 from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
-from mcp_transport import models
 from mcp_transport.conf import mcp_settings
-from mcp_transport.models import Session, Stream, Worker
+from mcp_transport.models import Cutoffs, Session, Stream, Worker
 
-ALIVE, STOPPING, STALE, UNKNOWN = "alive", "stopping", "stale", "unknown"
+# A worker's state is its liveness (`Worker.liveness_at`), or unknown: named by streams, no row.
+ALIVE, STOPPING, STALE = Worker.Liveness.ALIVE, Worker.Liveness.STOPPING, Worker.Liveness.STALE
+UNKNOWN = "unknown"
 
 
 def _iso(value):
@@ -28,41 +29,39 @@ def _seconds(delta: timedelta) -> float:
 
 def collect(*, show_all: bool = False, limit: int = 50) -> dict:
     """Everything the command shows, as plain data (the `--json` output)."""
-    now = timezone.now()
+    cutoffs = Cutoffs.at()
+    now = cutoffs.now
     lease_seconds = float(mcp_settings.LEASE_SECONDS)
-    stale_before = now - timedelta(seconds=lease_seconds)
-    idle_cutoff, retention_cutoff = models.idle_cutoff(now), models.retention_cutoff(now)
-    live_session = Q(session__terminated_at__isnull=True, session__last_seen_at__gte=idle_cutoff)
 
-    open_streams = Stream.objects.filter(status=Stream.Status.OPEN).order_by()
+    open_streams = Stream.objects.open().order_by()
     requests = open_streams.filter(kind=Stream.Kind.REQUEST)
+    orphaned = Stream.orphaned_q(cutoffs)
     running = {
         row["worker"]: row
         for row in requests.values("worker").annotate(
             n=Count("id"), earliest=Min("lease_expires_at"), latest=Max("lease_expires_at"),
-            expired=Count("id", filter=Q(lease_expires_at__lt=now)),
+            expired=Count("id", filter=orphaned),
         )
     }
     connected: dict[str, dict[str, int]] = {}
     for row in open_streams.exclude(connected_worker="").values("connected_worker", "kind").annotate(n=Count("id")):
         connected.setdefault(row["connected_worker"], {})[row["kind"]] = row["n"]
     rows = {w.id: w for w in Worker.objects.all()}
-    alive_ids = [w.id for w in rows.values() if w.heartbeat_at >= stale_before]
-    # Open, its session alive, and no live connection (none, or one recorded on a dead worker).
-    away = Q(live_session) & (Q(connected_worker="") | ~Q(connected_worker__in=alive_ids))
-    resumable = dict(open_streams.filter(away).values("worker").annotate(n=Count("id")).values_list("worker", "n"))
+    # A connection counts only on a worker that is not stale: the others' connections are gone.
+    alive_ids = [w.id for w in rows.values() if w.liveness_at(cutoffs) != STALE]
+
+    def stream_in(state) -> Q:
+        return Stream.state_q(state, cutoffs, alive_workers=alive_ids)
+
+    resumable = dict(open_streams.filter(stream_in(Stream.State.RESUMABLE)).values("worker").annotate(n=Count("id"))
+                     .values_list("worker", "n"))
 
     ids = set(rows) | set(running) | set(connected) | set(resumable)
     ids.discard("")
     workers, hidden = [], 0
     for worker_id in ids:
         row = rows.get(worker_id)
-        if row is None:
-            state = UNKNOWN
-        elif row.heartbeat_at < stale_before:
-            state = STALE
-        else:
-            state = STOPPING if row.stopping else ALIVE
+        state = row.liveness_at(cutoffs) if row is not None else UNKNOWN
         run = running.get(worker_id, {})
         held = connected.get(worker_id, {})
         busy = run.get("n", 0) or sum(held.values()) or resumable.get(worker_id, 0)
@@ -116,18 +115,19 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
 
     totals = open_streams.aggregate(
         open=Count("id"),
-        connected=Count("id", filter=Q(connected_worker__in=alive_ids)),
-        resumable=Count("id", filter=away),
-        orphaned=Count("id", filter=Q(kind=Stream.Kind.REQUEST, lease_expires_at__lt=now)),
-        held_by_gone_workers=Count("id", filter=~Q(connected_worker="") & ~Q(connected_worker__in=alive_ids)),
+        connected=Count("id", filter=stream_in(Stream.State.CONNECTED)),
+        resumable=Count("id", filter=stream_in(Stream.State.RESUMABLE)),
+        orphaned=Count("id", filter=orphaned),
+        # Connected as the row says, but not on a worker that is alive: that connection is gone.
+        held_by_gone_workers=Count("id", filter=~Q(connected_worker="") & ~stream_in(Stream.State.CONNECTED)),
     )
-    totals["replayable_finished"] = Stream.objects.filter(
-        live_session, finished_at__gte=retention_cutoff
-    ).exclude(status=Stream.Status.OPEN).count()
+    totals["replayable_finished"] = Stream.objects.in_state(
+        Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED, cutoffs=cutoffs,
+    ).count()
     return {
         "generated_at": _iso(now),
         "lease_seconds": lease_seconds,
-        "sessions_active": Session.objects.active().count(),
+        "sessions_active": Session.objects.active(cutoffs).count(),
         "workers": workers,
         "workers_hidden": hidden,
         "streams": totals,

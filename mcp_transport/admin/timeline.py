@@ -19,7 +19,7 @@ from xml.sax.saxutils import escape
 
 from django.utils import timezone
 
-from .models import Event, Stream, StreamConnection
+from ..models import Event, Stream, StreamConnection
 
 MAX_EVENTS = 500
 MAX_CONNECTIONS = 500
