@@ -198,7 +198,8 @@ class Stream(models.Model):
     kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.REQUEST)
     method = models.CharField(max_length=100, blank=True)
     tool_name = models.CharField(max_length=200, blank=True)
-    request_id = models.CharField(max_length=200, blank=True, help_text="JSON-encoded JSON-RPC id")
+    # Text: JSON-RPC sets no length on an id, and the request's body limit bounds it.
+    request_id = models.TextField(blank=True, help_text="JSON-encoded JSON-RPC id")
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.OPEN)
     last_seq = models.PositiveIntegerField(default=0)
     last_event_at = models.DateTimeField(null=True, blank=True)

@@ -114,3 +114,49 @@ async def test_a_client_that_does_not_answer_in_time_gets_its_own_error_code():
     assert final["error"]["code"] == jsonrpc.CLIENT_ANSWER_TIMEOUT == -32004
     assert "did not answer elicitation/create in time" in final["error"]["message"]
     assert jsonrpc.CLIENT_ANSWER_TIMEOUT != jsonrpc.SESSION_NOT_FOUND == -32001
+
+
+# What the session keeps is storable on every database (PostgreSQL's text holds no NUL): anything
+# else is refused at the edge with a spec-shaped error, never a 500.
+
+
+def _error(response, status: int, code: int):
+    assert response.status == status, (response.status, response.body[:300])
+    assert response.json["error"]["code"] == code, response.json
+    return response.json["error"]["message"]
+
+
+async def test_long_request_ids_are_kept_and_echoed_on_every_database():
+    """JSON-RPC sets no length on an id: one of 300 characters, or a 250-digit integer, is stored
+    with its stream and echoed exactly (PostgreSQL once refused it with a 500)."""
+    client = MCPCommunicator(application)
+    await client.initialize()
+    for request_id in ("x" * 300, 10 ** 250):
+        response = await client.post({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                                      "params": {"name": "echo", "arguments": {"message": "hi"}}})
+        assert response.status == 200 and response.messages[-1]["id"] == request_id
+
+
+async def test_nul_characters_in_what_the_session_keeps_are_invalid_params():
+    client = MCPCommunicator(application)
+    for params in ({"clientInfo": {"name": "c\x00", "version": "1"}, "capabilities": {}},
+                   {"clientInfo": {"name": "c", "version": "1"}, "capabilities": {"x\x00": {"y": "\x00"}}}):
+        response = await client.post({"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                                      "params": {"protocolVersion": "2025-11-25", **params}})
+        assert "NUL" in _error(response, 400, -32602)
+        assert "mcp-session-id" not in response.headers
+    await client.initialize()
+    for method in ("resources/subscribe", "resources/unsubscribe"):
+        response = await client.request(method, {"uri": "test://a\x00b"})
+        assert "NUL" in _error(response, 200, -32602)
+    assert (await client.request("resources/subscribe", {"uri": "test://" + "a" * 5000})).status == 200
+
+
+async def test_a_tool_name_with_nul_is_an_unknown_tool():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    response = await client.call_tool("ech\x00o", {"message": "hi"})
+    assert response.status == 200
+    assert response.messages[-1]["error"]["code"] == -32602
+    assert "Unknown tool" in response.messages[-1]["error"]["message"]
+    assert (await client.call_tool("echo", {"message": "after"})).result["content"][0]["text"] == "after"

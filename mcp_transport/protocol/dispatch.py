@@ -30,6 +30,32 @@ def _require_str(params: dict, key: str) -> str:
     return value
 
 
+def holds_nul(value) -> bool:
+    """Whether a JSON value has a NUL character in any string or key: what the session keeps
+    must be storable on every database (PostgreSQL's text and jsonb hold none). Without
+    recursion: a client may nest as deep as the parser allows."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return True
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
+
+
+def _kept_str(params: dict, key: str) -> str:
+    """A non-empty string the session keeps (a subscription's URI)."""
+    value = _require_str(params, key)
+    if "\x00" in value:
+        raise InvalidParams(f"Invalid params: '{key}' must not contain NUL characters")
+    return value
+
+
 async def visible(items, ctx: Context) -> list:
     """The items this request's user may see; permission checks run where blocking code runs."""
     items = list(items)
@@ -97,6 +123,8 @@ class Dispatcher:
         for key in ("capabilities", "clientInfo"):
             if key in params and not isinstance(params[key], dict):
                 raise InvalidParams(f"Invalid params: '{key}' must be an object")
+            if holds_nul(params.get(key)):
+                raise InvalidParams(f"Invalid params: '{key}' must not contain NUL characters")
         version = negotiate(requested)
         result = {
             "protocolVersion": version,
@@ -147,11 +175,11 @@ class Dispatcher:
         return {"contents": resource_contents(uri, value, resource.mime_type)}
 
     async def resources_subscribe(self, params, ctx):
-        await ctx.host.subscribe(_require_str(params, "uri"))
+        await ctx.host.subscribe(_kept_str(params, "uri"))
         return {}
 
     async def resources_unsubscribe(self, params, ctx):
-        await ctx.host.unsubscribe(_require_str(params, "uri"))
+        await ctx.host.unsubscribe(_kept_str(params, "uri"))
         return {}
 
     async def prompts_list(self, params, ctx):

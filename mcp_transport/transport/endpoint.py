@@ -301,7 +301,8 @@ class MCPEndpoint:
     async def open_request_stream(self, session, message):
         params = message.params or {}
         tool_name = params.get("name", "") if message.method == "tools/call" else ""
-        tool_name = tool_name if isinstance(tool_name, str) else ""
+        # The stream keeps the name (the admin shows it); one that cannot be stored names no tool.
+        tool_name = tool_name if isinstance(tool_name, str) and "\x00" not in tool_name else ""
         worker.requests.check_in_flight(session.id)
         terms = self.terms(session, policies.Connection(0, Stream.Kind.REQUEST, message.method, tool_name))
         follow = await streams.open_request(
