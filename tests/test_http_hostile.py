@@ -248,7 +248,7 @@ def test_last_event_id_of_another_stream_of_the_session_replays_only_that_stream
     assert progress_values(replay.messages) == [1, 2]
     assert all(m.get("params", {}).get("progressToken") != "long" for m in replay.messages)
     for seq in (short_last + 1, long_last):
-        assert_rpc_error(last_event_get(c, f"{short_stream}-{seq}"), 404, -32600)
+        assert_rpc_error(last_event_get(c, f"{short_stream}-{seq}"), 400, -32600)
     # The other stream is untouched by all this.
     assert progress_values(resume_all(c, f"{long_stream}-0").messages, "long") == list(range(1, 9))
 
@@ -293,8 +293,8 @@ def test_injection_in_last_event_id_is_refused_and_touches_nothing(c, example_se
     "99999999999999999999999999999999999-1",
     "0-0",
 ], ids=["max-int64", "int64-overflow", "seq-overflow", "35-digits", "zero"])
-def test_huge_or_zero_stream_numbers_in_last_event_id_are_404(c, last_event_id):
-    body = assert_rpc_error(last_event_get(c, last_event_id), 404, -32600)
+def test_huge_or_zero_stream_numbers_in_last_event_id_are_400(c, last_event_id):
+    body = assert_rpc_error(last_event_get(c, last_event_id), 400, -32600)
     assert "event" in body["error"]["message"].lower()
     assert_healthy(c)
 

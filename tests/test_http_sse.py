@@ -288,10 +288,10 @@ def test_finished_streams_are_replayable_only_within_event_retention(server, mcp
     assert second.status == 200 and responses_to(second.messages, request_id)
     response = client.http.get(client.url, headers=client.headers({"Last-Event-ID": first.last_id},
                                                                    accept="text/event-stream"))
-    assert response.status_code == 404  # finished, and past its (zero) retention
+    assert response.status_code == 400  # finished, and past its (zero) retention
 
 
-def test_resuming_another_sessions_stream_is_404_and_leaks_nothing(c, mcp):
+def test_resuming_another_sessions_stream_is_400_and_leaks_nothing(c, mcp):
     request_id, reader = run_call(c, "echo", {"message": "secret-of-session-a"})
     with open_sse(c, "GET") as get:
         standalone_id = get.next_event().id
@@ -300,7 +300,7 @@ def test_resuming_another_sessions_stream_is_404_and_leaks_nothing(c, mcp):
     for event_id in (reader.events[0].id, reader.last_id, standalone_id):
         response = intruder.http.get(intruder.url, headers=intruder.headers(
             {"Last-Event-ID": event_id}, accept="text/event-stream"))
-        assert response.status_code == 404, response.text
+        assert response.status_code == 400, response.text
         assert "secret-of-session-a" not in response.text
         assert "error" in response.json() and "result" not in response.json()
 
@@ -314,12 +314,16 @@ def test_malformed_last_event_id_is_400(c, last_event_id):
     assert response.json()["error"]["code"] == -32600
 
 
-def test_last_event_id_beyond_the_streams_end_or_of_no_stream_is_404(c):
+def test_last_event_id_beyond_the_streams_end_or_of_no_stream_is_400_and_keeps_the_session(c):
+    """404 would tell the client its session is gone (and make it initialize again): the session is
+    fine, the event id is not."""
     _, reader = run_call(c, "echo", {"message": "x"})
     stream, seq = parse_id(reader.last_id)
     for event_id in (f"{stream}-{seq + 1}", f"{stream}-{seq + 1000}", f"{stream + 100000}-0"):
         response = c.http.get(c.url, headers=c.headers({"Last-Event-ID": event_id}, accept="text/event-stream"))
-        assert response.status_code == 404, (event_id, response.text)
+        assert response.status_code == 400, (event_id, response.text)
+        assert "Last-Event-ID" in response.json()["error"]["message"]
+    assert c.post({"jsonrpc": "2.0", "id": 2, "method": "ping"}).status_code == 200
 
 
 def test_a_disconnect_is_not_a_cancellation(c, example_server):

@@ -349,7 +349,8 @@ class MCPEndpoint:
 
         follow = await streams.resume(session, stream_id, seq, terms_for)
         if follow is None:
-            raise Rejected(404, "Not Found: no such event in this session")
+            # Not 404: to a client that sent its session id, 404 says the session is gone.
+            raise Rejected(400, "Bad Request: Last-Event-ID names no event of this session")
         await self.start_stream(session, follow, follow.terms, reprime=last_event_id)
 
     async def send_complete(self, session, body: bytes):
