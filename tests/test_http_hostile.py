@@ -236,7 +236,7 @@ def last_event_get(client, last_event_id):
 
 def test_last_event_id_of_another_stream_of_the_session_replays_only_that_stream(c):
     """Two calls in one session: resuming one replays only its own events, and a sequence
-    number that exists only in the other stream is 404, not the other stream's events."""
+    number that exists only in the other stream is 400, not the other stream's events."""
     _, short = run_call(c, "progress", {"count": 2, "delay": 0}, progress_token="short")
     _, long = run_call(c, "progress", {"count": 8, "delay": 0}, progress_token="long")
     short_stream, short_last = parse_id(short.last_id)
