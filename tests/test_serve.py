@@ -115,3 +115,38 @@ def test_both_launchers_serve_calls_and_refuse_form_bodies(launcher):
                 assert response.json()["error"]["code"] == -32600
         finally:
             client.close()
+
+
+@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launcher):
+    """A 2025-06-18 session's POST stream has no priming event: closed before its first event its
+    client has nothing to resume from. SIGTERM leaves such connections open: a call that ends
+    within the grace gets its result on the same connection, one that outlives it gets the
+    shutdown error there; a 2025-11-25 connection is closed with `retry` at once, as before."""
+    import concurrent.futures
+    import signal
+    import time
+
+    with DaphneServer(transport={"SHUTDOWN_GRACE_SECONDS": 2.0, "RETRY_MS": 200}, launcher=launcher) as server:
+        old, new = MCPClient(server.url, version="2025-06-18"), MCPClient(server.url)
+        old.initialize()
+        new.initialize()
+        calls = {"short": (old, {"count": 6, "delay": 0.15}), "long": (old, {"count": 400, "delay": 0.05}),
+                 "polling": (new, {"count": 400, "delay": 0.05})}
+        started = {name: [] for name in calls}
+        with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+            futures = {name: pool.submit(client.call_tool, "progress", args, progress_token=name,
+                                         stop=lambda e, n=name: started[n].append(e) or False)
+                       for name, (client, args) in calls.items()}
+            while not all(any(e.data for e in events) for events in started.values()):
+                time.sleep(0.02)
+            server.proc.send_signal(signal.SIGTERM)
+            results = {name: f.result(timeout=30)[1] for name, f in futures.items()}
+        assert server.proc.wait(timeout=30) is not None
+
+    short, long, polling = results["short"], results["long"], results["polling"]
+    assert short.retry is None and short.messages[-1]["result"]["content"][0]["text"] == "done 6"
+    assert long.retry is None
+    assert long.messages[-1]["error"]["data"]["reason"] == "worker_shutdown", long.messages[-1]
+    assert polling.closed_by_server and polling.retry == 200
+    assert not any("result" in m or "error" in m for m in polling.messages)

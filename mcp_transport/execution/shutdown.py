@@ -1,9 +1,11 @@
 """SIGTERM under daphne: a deploy, not a crash.
 
 Open connections close at once with `retry`, so clients resume on another worker (their
-streams live in the database). Requests running here get SHUTDOWN_GRACE_SECONDS to finish;
-their events still reach the other workers' connections through the relay. Whatever is
-still running then ends with a JSON-RPC error the client can read, and daphne stops.
+streams live in the database); a connection its client cannot resume (a session before
+2025-11-25 has no event id until the first event) stays open instead. Requests running here get
+SHUTDOWN_GRACE_SECONDS to finish; their events still reach the other workers' connections
+through the relay. Whatever is still running then ends with a JSON-RPC error the client can
+read, on whichever connection holds it, and daphne stops.
 """
 from __future__ import annotations
 

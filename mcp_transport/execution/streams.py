@@ -117,7 +117,9 @@ async def open_request(server, session, message, scope, terms: Terms, *, method:
         # Answered before the stream existed anywhere but here: nothing to listen for, no wake-ups.
         pending.answered = True
         return Follow(pending.id, events, terms)
-    return Follow(pending.id, events, terms, listener=worker.bus.listen(pending.id))
+    listener = worker.bus.listen(pending.id)
+    listener.holds_to_end = not prime  # no priming event: nothing its client could resume from
+    return Follow(pending.id, events, terms, listener=listener)
 
 
 async def follow_standalone(session, terms_for: Callable[[int], Terms]) -> Follow:

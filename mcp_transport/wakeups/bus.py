@@ -20,12 +20,21 @@ class Listener:
         self.events: list[StoredEvent] = []
         self.close_retry_ms: int | None = None
         self.closing = False
+        # A connection its client cannot resume (a session before 2025-11-25 has no priming event
+        # to resume from): a shutdown lets it run to its stream's end instead of closing it.
+        self.holds_to_end = False
         self.ended = False
         self.close_reason = ""
         # Set when events may be in the table that `events` does not hold (a remote wake-up).
         self.stale = False
         self.delivered = -1
         self.wake = asyncio.Event()
+
+    def close(self, retry_ms: int | None, reason: str):
+        self.closing = True
+        self.close_reason = reason
+        self.close_retry_ms = retry_ms
+        self.wake.set()
 
     def take(self) -> tuple[list[StoredEvent], bool]:
         """The events handed over since the last take, and whether the table must be read too."""
@@ -86,13 +95,12 @@ class Bus:
         `reason` (tool, admin, replaced, shutdown...) is recorded in the stream's timeline.
         """
         for listener in list(self._listeners.get(stream_id, ())):
-            if listener is keep:
-                continue
-            listener.closing = True
-            listener.close_reason = reason
-            listener.close_retry_ms = retry_ms
-            listener.wake.set()
+            if listener is not keep:
+                listener.close(retry_ms, reason)
 
     def close_all(self, retry_ms: int | None, reason: str):
-        for stream_id in list(self._listeners):
-            self.close_connections(stream_id, retry_ms, reason=reason)
+        """Every connection but those that hold to their stream's end."""
+        for group in list(self._listeners.values()):
+            for listener in list(group):
+                if not listener.holds_to_end:
+                    listener.close(retry_ms, reason)
