@@ -13,3 +13,5 @@ DATABASES = {
         "CONN_MAX_AGE": 0,
     }
 }
+# Set up only for the tests that ask for it (the store following a database router).
+DATABASES["second"] = {**DATABASES["default"], "NAME": DATABASES["default"]["NAME"] + "_second"}
