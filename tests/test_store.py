@@ -439,7 +439,7 @@ def test_the_store_is_chosen_from_what_the_database_can_do():
     """SQL where the database has INSERT ... RETURNING (and, on SQLite, JSON1); the ORM elsewhere."""
     from types import SimpleNamespace
 
-    from mcp_transport.storage.sql import implementation
+    implementation = store.implementation
 
     def db(vendor, returning=True, json=True):
         return SimpleNamespace(vendor=vendor, features=SimpleNamespace(can_return_columns_from_insert=returning,

@@ -99,10 +99,7 @@ class SQLStore(Store):
         self.django_sql = self.statements(db, "%s")
         self.driver = self.driver_cursor()
         self.wrapped = db.make_cursor(self.driver)
-        if settings.USE_TZ and db.vendor == "sqlite" and db.timezone is dt_timezone.utc:
-            self.adapt_time = _utc_text
-        else:
-            self.adapt_time = db.ops.adapt_datetimefield_value
+        self.adapt_time = db.ops.adapt_datetimefield_value
 
     @classmethod
     def statements(cls, db, mark: str) -> dict[str, str]:
@@ -244,6 +241,11 @@ class SQLiteStore(SQLStore):
     costs less than one statement whose rows repeat columns."""
 
     mark = "?"
+
+    def __init__(self, db):
+        super().__init__(db)
+        if settings.USE_TZ and db.timezone is dt_timezone.utc:
+            self.adapt_time = _utc_text
 
     @classmethod
     def build_statements(cls, db, mark):
@@ -430,16 +432,3 @@ def _utc_text(value) -> str:
     if value.tzinfo is not dt_timezone.utc:
         value = value.astimezone(dt_timezone.utc)
     return str(value.replace(tzinfo=None))
-
-
-def implementation(db) -> type[Store]:
-    """The store for a Django connection, from what its database can do: the SQL specialisations
-    need INSERT ... RETURNING (and, on SQLite, JSON1); every other database takes the ORM."""
-    features = db.features
-    if not features.can_return_columns_from_insert:
-        return Store
-    if db.vendor == "postgresql":
-        return PostgresStore
-    if db.vendor == "sqlite" and features.supports_json_field:
-        return SQLiteStore
-    return Store

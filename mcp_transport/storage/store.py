@@ -19,7 +19,20 @@ from ..models import Session, Stream
 from .executor import batch_connection, batched, database_alias, operation
 from .orm import TOUCH_EVERY, Store
 from .records import MAX_ROW_ID, WORKER, NewRequestStream, PendingStream, StoredEvent, stream_pk  # noqa: F401
-from .sql import implementation
+from .sql import PostgresStore, SQLiteStore
+
+
+def implementation(db) -> type[Store]:
+    """The store for a Django connection, from what its database can do: the SQL specialisations
+    need INSERT ... RETURNING (and, on SQLite, JSON1); every other database takes the ORM."""
+    features = db.features
+    if not features.can_return_columns_from_insert:
+        return Store
+    if db.vendor == "postgresql":
+        return PostgresStore
+    if db.vendor == "sqlite" and features.supports_json_field:
+        return SQLiteStore
+    return Store
 
 
 def current() -> Store:
