@@ -53,7 +53,7 @@ deploy-install:
 # The layer contracts (.importlinter); the store, in-process, admin, status-command and migration tests
 # also on PostgreSQL and on MariaDB (both started by .ci/run); then everything.
 DB_TESTS := tests/test_store.py tests/test_inprocess.py tests/test_admin.py tests/test_status_command.py \
-	tests/test_migrations.py
+	tests/test_migrations.py tests/test_states.py
 test: test-install interop-install browser-install deploy-install
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --ds=tests.settings_postgres $(DB_TESTS)

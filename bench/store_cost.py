@@ -43,7 +43,7 @@ def main(argv=None) -> int:
         from django.db import connection, transaction
 
         from mcp_transport.models import Session
-        from mcp_transport.streams import hotsql, store
+        from mcp_transport.storage import store
 
         Session.objects.create(id="bench", server="default", protocol_version="2025-11-25")
 
@@ -64,17 +64,23 @@ def main(argv=None) -> int:
                         write(i)
             return (time.perf_counter() - start) / args.requests * 1e6
 
-        hot = hotsql.hot
-        print(f"database: {connection.vendor}; microseconds per request (lower is better)\n")
+        def choose(chosen):
+            """Make the connection choose its store again, with `chosen` (None: as it would)."""
+            store.implementation = chosen or implementation
+            connection.close()
+
+        implementation = store.implementation
+        print(f"database: {connection.vendor}, store: {type(store.current()).__name__}; "
+              "microseconds per request (lower is better)\n")
         print("| requests per transaction | answered | streamed | orm |")
         print("|---|---|---|---|")
         for batch in [int(b) for b in args.batches.split(",")]:
             row = [measure(answered, batch), measure(streamed, batch)]
-            hotsql.hot = lambda db: None
+            choose(lambda db: store.Store)
             try:
                 row.append(measure(streamed, batch))
             finally:
-                hotsql.hot = hot
+                choose(None)
             print(f"| {batch} | " + " | ".join(f"{value:,.0f}" for value in row) + " |")
         connection.close()
     finally:

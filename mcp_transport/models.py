@@ -175,9 +175,6 @@ class StreamQuerySet(models.QuerySet):
         deletes with the prunable sessions' streams."""
         return self.filter(finished_at__lt=_cutoffs(cutoffs).retention)
 
-    # The name `storage.store.prune` calls. Not the state "expired": that is `in_state(Stream.State.EXPIRED)`.
-    expired = past_retention
-
 
 class Stream(models.Model):
     """An SSE stream: one per JSON-RPC request answered with SSE, plus the session's GET stream."""

@@ -12,36 +12,59 @@ from mcp_transport.eventids import format_event_id, parse_event_id
 from mcp_transport.execution.errors import worker_lost
 from mcp_transport.models import Event, Session, Stream, StreamConnection, Subscription
 from mcp_transport.storage import store
+from mcp_transport.storage.executor import Operation
+from mcp_transport.storage.sql import PostgresStore, SQLiteStore
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-POSTGRES = settings.DATABASES["default"]["ENGINE"].endswith("postgresql")
-RAW_SQL = POSTGRES or settings.DATABASES["default"]["ENGINE"].endswith("sqlite3")
+ENGINE = settings.DATABASES["default"]["ENGINE"]
+POSTGRES, SQLITE = ENGINE.endswith("postgresql"), ENGINE.endswith("sqlite3")
 
 
-@pytest.fixture(params=[*(["raw SQL"] if RAW_SQL else []), "ORM", *(["prepared"] if POSTGRES else [])])
-def write_path(request, monkeypatch):
-    """The hot writes use raw SQL on SQLite and PostgreSQL (prepared there where the project
-    allows it) and the ORM elsewhere (MariaDB, MySQL): test every path the database has."""
+def reconnect():
+    """Close this thread's and the database thread's connections: each chooses its store again."""
     from django.db import connections
 
-    from mcp_transport.storage import hotsql
     from mcp_transport.storage.executor import executor
 
-    if request.param == "ORM":
-        monkeypatch.setattr(hotsql, "hot", lambda db: None)
-    if request.param != "prepared":
-        yield request.param
-        return
+    connections["default"].close()
+    executor.close()
 
-    def reconnect():
-        connections["default"].close()
-        executor.close()
 
-    # As a project allows it: the option applies to the connections made from now on.
-    monkeypatch.setitem(connections["default"].settings_dict.setdefault("OPTIONS", {}), "prepare_threshold", 5)
+def on_database_thread(fn):
+    """Run `fn` on the store's database thread now (a sync test's look at that thread's connection)."""
+    from mcp_transport.storage.executor import executor
+
+    return executor._thread.submit(fn).result()
+
+
+@pytest.fixture(params=[*(["SQL"] if POSTGRES or SQLITE else []), "ORM", *(["prepared"] if POSTGRES else [])])
+def write_path(request, monkeypatch):
+    """The hot operations run SQL on SQLite and PostgreSQL (prepared there where the project
+    allows it) and the ORM where the database has no INSERT ... RETURNING (SQLite before 3.35,
+    MySQL) or is another: test every path. Each connection chooses its store when it connects:
+    what the database can do is changed (on this thread's connection and the database thread's),
+    then both reconnect."""
+    from django.db import connections
+
+    if request.param == "ORM" and SQLITE:
+        # As SQLite before 3.35.
+        for db in (connections["default"], on_database_thread(lambda: connections["default"])):
+            monkeypatch.setattr(db.features, "can_return_columns_from_insert", False)
+    elif request.param == "ORM":
+        # PostgreSQL always has RETURNING (Django's own inserts need it there): the ORM path as
+        # MariaDB/MySQL and Oracle take it (on those, the store they have anyway).
+        monkeypatch.setattr(store, "implementation", lambda db: store.Store)
+    if request.param == "prepared":
+        # As a project allows it: the option applies to the connections made from now on (0: psycopg
+        # prepares a statement the first time it runs, where 5 would wait for its fifth run).
+        monkeypatch.setitem(connections["default"].settings_dict.setdefault("OPTIONS", {}), "prepare_threshold", 0)
     reconnect()
+    expected = {"ORM": store.Store, "prepared": PostgresStore, "SQL": PostgresStore if POSTGRES else SQLiteStore}[
+        request.param]
+    assert type(store.current()) is expected
+    assert type(on_database_thread(store.current)) is expected
     yield request.param
     monkeypatch.undo()
     reconnect()
@@ -290,8 +313,8 @@ async def test_queued_notifications_never_merge_into_a_finishing_append():
 
 
 def test_the_hot_path_stores_what_the_orm_would(write_path):
-    """open_stream and append write with raw SQL on SQLite and PostgreSQL: rows must read back
-    through the ORM exactly as ORM-written rows do (aware datetimes, choices, sequence numbers)."""
+    """open_stream and append write with their own statements on SQLite and PostgreSQL: rows must
+    read back through the ORM exactly as ORM-written rows do (aware datetimes, choices, sequence numbers)."""
     from django.db import connection
 
     new_session()
@@ -316,7 +339,7 @@ def test_the_hot_path_stores_what_the_orm_would(write_path):
             prepared = [row[0] for row in cursor.fetchall()]
         # Only where the project allows it (DATABASES OPTIONS prepare_threshold): PgBouncer.
         assert any("json_to_recordset" in sql for sql in prepared) == (write_path == "prepared")
-    if connection.vendor == "sqlite" and write_path == "raw SQL":
+    if connection.vendor == "sqlite" and write_path == "SQL":
         raw = connection.cursor().execute("SELECT CAST(created_at AS TEXT) FROM mcp_transport_stream WHERE id = %s",
                                           [stream_id]).fetchone()[0]
         assert raw == connection.ops.adapt_datetimefield_value(stream.created_at)
@@ -409,6 +432,8 @@ async def test_a_run_of_stream_opens_without_events(write_path):
 async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     """Resumptions and replays open a transaction only where they need one (on PostgreSQL: none,
     two round trips fewer); every other call alone in its batch gets one."""
+    from dataclasses import replace
+
     from django.db import connection
 
     from mcp_transport.storage.executor import executor
@@ -417,18 +442,18 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
         return connection.in_atomic_block
 
     assert await executor.run(in_transaction) is True
-    assert await executor.run(store.own_transaction(in_transaction)) is False
+    assert await executor.run(Operation(in_transaction, own_transaction=True)) is False
 
-    def opens(_):
-        return connection.in_atomic_block
-
-    opens.many = lambda calls: [connection.in_atomic_block] * len(calls)
-    merged = [executor.submit(opens, i) for i in range(3)]  # one run of a `many` twin: one call
+    opens = Operation(lambda _: connection.in_atomic_block,
+                      many=lambda calls: [connection.in_atomic_block] * len(calls))
+    merged = [executor.submit(opens, i) for i in range(3)]  # one run of a `many` operation: one call
     assert [await f for f in merged] == [True] * 3
-    merged = [executor.submit(store.own_transaction(opens), i) for i in range(3)]
+    own = replace(opens, own_transaction=True)
+    merged = [executor.submit(own, i) for i in range(3)]
     assert [await f for f in merged] == [False] * 3
-    assert all(getattr(fn, "own_transaction", False)
-               for fn in (store.resume_stream, store.attach, store.events_after, store.connected))
+    for fn in (store.resume_stream, store.attach, store.events_after, store.connected, store.open_request_stream):
+        assert isinstance(fn, Operation) and fn.own_transaction
+    assert store.open_request_stream.many is not None and store.append.__name__ == "append"
 
 
 def test_a_burst_above_one_statements_size_is_stored(write_path, monkeypatch):
@@ -445,7 +470,9 @@ def test_a_burst_above_one_statements_size_is_stored(write_path, monkeypatch):
     if limit and limit <= 64 * 1024 * 1024:  # above the server's own limit
         burst = [f"{i:03}" + "x" * (limit // 90) for i in range(100)]
     else:
-        monkeypatch.setattr(store, "INSERT_CHARS", 1000)
+        from mcp_transport.storage import orm
+
+        monkeypatch.setattr(orm, "INSERT_CHARS", 1000)
         burst = [f"{i:03}" + "x" * 300 for i in range(100)]
     stream_id, _, stored = store.open_request_stream("s1", prime=True, writes=[(burst, None)])
     assert [e.seq for e in stored[0]] == list(range(1, 101))
@@ -475,3 +502,186 @@ def test_writes_made_before_the_insert_are_stored_with_it(write_path):
     assert stored == [[]] and Stream.objects.get(pk=cancelled).status == "cancelled"
     assert store.events_after(cancelled, -1) == ([], "cancelled")
     assert store.append(cancelled, ["x"]) == []
+
+
+def test_the_store_is_chosen_from_what_the_database_can_do():
+    """SQL where the database has INSERT ... RETURNING (and, on SQLite, JSON1); the ORM elsewhere."""
+    from types import SimpleNamespace
+
+    implementation = store.implementation
+
+    def db(vendor, returning=True, json=True):
+        return SimpleNamespace(vendor=vendor, features=SimpleNamespace(can_return_columns_from_insert=returning,
+                                                                      supports_json_field=json))
+
+    assert implementation(db("postgresql")) is PostgresStore
+    assert implementation(db("sqlite")) is SQLiteStore
+    assert implementation(db("sqlite", returning=False)) is store.Store  # SQLite before 3.35
+    assert implementation(db("sqlite", json=False)) is store.Store
+    assert implementation(db("mysql", returning=False)) is store.Store
+    assert implementation(db("mysql")) is store.Store  # MariaDB 10.5+ has RETURNING; not these statements
+    assert implementation(db("oracle")) is store.Store
+
+
+# The statements each hot operation runs on the SQL path (each one round trip on PostgreSQL).
+STATEMENTS = {
+    "open": 1 if POSTGRES else 2,  # a stream with its priming event and early writes
+    "open bare": 1,  # without events
+    "append": 1 if POSTGRES else 2,
+    "events_after": 2,
+    "resume": 1 if POSTGRES else 2,
+    "connected": 1 if POSTGRES else 2,
+    "progress": 1,
+    "standalone": 2 if POSTGRES else 3,  # found missing, then made
+    "standalone again": 1,
+}
+
+
+def _hot_operations(session_id="s1"):
+    """Every hot operation once, as `name -> callable`, each using what the one before made."""
+    made = {}
+
+    def opened():
+        made["stream"] = store.open_request_stream(session_id, method="tools/call", request_id="1", prime=True,
+                                                   writes=[(["early"], None)])[0]
+
+    return made, {
+        "open": opened,
+        "open bare": lambda: store.open_request_stream(session_id, request_id="2"),
+        "append": lambda: store.append(made["stream"], ["late"]),
+        "events_after": lambda: store.events_after(made["stream"], 0),
+        "resume": lambda: store.resume_stream(session_id, made["stream"], 1, worker_lost),
+        "connected": lambda: store.connected(made["stream"], 1, "never", 100),
+        "progress": lambda: store.stream_progress([made["stream"]]),
+        "standalone": lambda: store.standalone_stream(session_id),
+        "standalone again": lambda: store.standalone_stream(session_id),
+    }
+
+
+def test_djangos_cursor_sees_the_hot_statements(write_path):
+    """The hot statements run on Django's cursor: `connection.execute_wrapper` (what APM tools
+    use) and CaptureQueriesContext / DEBUG's `connection.queries` (what the debug toolbar reads)
+    see every one, and each operation runs no more statements than it needs."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    new_session()
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        if not sql.startswith(("BEGIN", "SAVEPOINT", "RELEASE", "COMMIT")):  # the transaction's own
+            seen.append(sql)
+        return execute(sql, params, many, context)
+
+    statements = []
+    made, operations = _hot_operations()
+    for name, run in operations.items():
+        del seen[:]
+        with connection.execute_wrapper(record):
+            run()
+        assert seen, name
+        if write_path != "ORM":
+            assert len(seen) == STATEMENTS[name], (name, seen)
+        statements += seen
+    assert any("INSERT INTO" in sql and "mcp_transport_stream" in sql for sql in statements)
+    assert any("INSERT INTO" in sql and "mcp_transport_event" in sql for sql in statements)
+
+    # The same operations as DEBUG logs them (on SQLite, through Django's own cursor and its `%s`).
+    new_session("s2")
+    logged = []
+    made, operations = _hot_operations("s2")
+    for name, run in operations.items():
+        with CaptureQueriesContext(connection) as captured:
+            run()
+        queries = [query["sql"] for query in captured.captured_queries
+                   if not query["sql"].startswith(("BEGIN", "SAVEPOINT", "RELEASE", "COMMIT"))]
+        if write_path != "ORM":
+            assert len(queries) == STATEMENTS[name], (name, queries)
+        logged += queries
+    assert all(sql and "%s" not in sql for sql in logged)  # with their values, as Django logs a query
+    assert any("INSERT INTO" in sql and "mcp_transport_event" in sql and "late" in sql for sql in logged)
+    events, status = store.events_after(made["stream"], -1)
+    assert [(e.seq, e.payload) for e in events] == [(0, ""), (1, "early"), (2, "late")] and status == "open"
+
+
+async def test_the_database_threads_statements_are_seen_on_its_connection():
+    """The database thread's connection is the one to watch for the store's statements."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+    from django.test.utils import CaptureQueriesContext
+
+    from mcp_transport.storage.executor import database_alias, executor
+
+    await sync_to_async(new_session)()
+    stream_id, _ = await store.aopen_stream("s1", prime=True)
+    seen = []
+
+    def record(execute, sql, params, many, context):
+        seen.append((sql, context["connection"].alias))
+        return execute(sql, params, many, context)
+
+    def watch():
+        db = connections[database_alias()]
+        wrapper, captured = db.execute_wrapper(record), CaptureQueriesContext(db)
+        wrapper.__enter__()
+        captured.__enter__()
+        return wrapper, captured
+
+    wrapper, captured = await executor.run(watch)
+    try:
+        await store.aappend(stream_id, ["a"])
+        events, _ = await store.aevents_after(stream_id, 0)
+    finally:
+        await executor.run(lambda: (captured.__exit__(None, None, None), wrapper.__exit__(None, None, None)))
+    assert [e.payload for e in events] == ["a"]
+    logged = [query["sql"] for query in captured.captured_queries]
+    for statements in ([sql for sql, _ in seen], logged):
+        assert any("UPDATE" in sql and "mcp_transport_stream" in sql for sql in statements)  # the append
+        assert any(sql.startswith("SELECT") and "mcp_transport_event" in sql for sql in statements)  # the read
+    assert {alias for _, alias in seen} == {"default"}
+
+
+SECOND = "second" in settings.DATABASES
+
+
+class StoreWritesToSecond:
+    """Sends the writes of the store's tables to the "second" database; reads stay on "default"
+    (as a replica's would)."""
+
+    def db_for_write(self, model, **hints):
+        return "second" if model._meta.app_label == "mcp_transport" else None
+
+
+@pytest.mark.skipif(not SECOND, reason="the settings have no second database")
+@pytest.mark.django_db(transaction=True, databases=["default", *(["second"] if SECOND else [])])
+async def test_the_store_follows_the_database_router():
+    """Every operation, its reads included, and the database thread's batches go to the database
+    that `router.db_for_write(Stream)` names."""
+    from asgiref.sync import sync_to_async
+    from django.db import connections
+
+    from mcp_transport.storage.executor import database_alias, executor
+
+    with override_settings(DATABASE_ROUTERS=[f"{__name__}.StoreWritesToSecond"]):
+        assert database_alias() == "second"
+        assert await sync_to_async(new_session)() is not None
+        assert await store.aget_session("s1", "default") is not None
+        stream_id, priming = await store.aopen_stream("s1", prime=True)
+        opened = executor.submit(store.open_request_stream, "s1", writes=[(["answer"], Stream.Status.COMPLETED)])
+        in_batch = executor.submit(lambda: (connections["second"].in_atomic_block,
+                                            connections["default"].in_atomic_block))
+        await store.aappend(stream_id, ["a"])
+        assert await in_batch == (True, False)  # the batch's transaction is on "second"
+        answered, _, stored = await opened
+        events, status = await store.aevents_after(stream_id, -1)
+        assert [e.payload for e in events] == ["", "a"] and status == "open"
+        _, failed, replayed, _ = await store.aresume_stream("s1", stream_id, 0, worker_lost)
+        assert failed == [] and [e.payload for e in replayed] == ["a"]
+        assert (await store.astream_progress([stream_id, answered]))[answered] == (1, "completed")
+        assert (await executor.run(store.current)).alias == "second"
+
+    def counts(alias):
+        return [model.objects.using(alias).count() for model in (Session, Stream, Event)]
+
+    assert await sync_to_async(counts)("second") == [1, 2, 3]
+    assert await sync_to_async(counts)("default") == [0, 0, 0]

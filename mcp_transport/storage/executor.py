@@ -1,28 +1,88 @@
 """One database thread per process, fed in batches: group commit for the event store.
 
 Every store operation is a sync function. Callers on the event loop queue it and await
-its result; the thread runs everything queued so far in one transaction, in order (a run of
-calls to a function with a `many` twin, such as opening request streams, as one call). Under
+its result; the thread runs everything queued so far in one transaction, in order. Under
 load one commit (and one thread hop) serves many calls, which is what lets every event be
 stored before it is sent and still be fast. If an operation fails, the batch is rolled
-back and each operation re-run alone, so one failure never leaks into another's result. A batch
-of one function whose calls open their own transaction (`own_transaction` in the store: one
-statement on PostgreSQL) runs without one: BEGIN and COMMIT would be two more round trips.
+back and each operation re-run alone, so one failure never leaks into another's result.
+
+An `Operation` tells the thread more about a store function: that alone in its batch it runs
+without a transaction around it (`own_transaction`: it opens one where it needs one; on
+PostgreSQL one statement needs none, and BEGIN and COMMIT would be two more round trips), and
+how a run of calls to it in one batch is made as one call (`many`, such as opening request
+streams). The transaction is on the database that `router.db_for_write(Stream)` names, where
+every table of the store lives.
 """
 from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import functools
 import logging
+import threading
 import time
+from dataclasses import dataclass
+from typing import Any, Callable
 
-from django.db import close_old_connections, connection, transaction
+from django.db import close_old_connections, connections, router, transaction
+
+from ..models import Stream
 
 logger = logging.getLogger("mcp_transport")
 
-# Loop turns between the first call queued and the batch taken. Measured (PostgreSQL SSE calls,
-# interleaved runs, BENCHMARKS.md): 3 or 4 turns gave ~10 % more calls/s than 1 or 2 at C=16
-# and C=64; SQLite and C=1 (latency) were the same either way.
+# A call as the executor queues it: (positional arguments, keyword arguments).
+Call = tuple[tuple, dict]
+
+
+@dataclass(eq=False)
+class Operation:
+    """A store function with what the database thread needs to know to batch it (the thread
+    treats any other callable as a plain call: in the batch's transaction, one call at a time).
+
+    own_transaction: alone in its batch, it runs without a transaction around it.
+    many: runs a run of adjacent calls to it in one batch as one call:
+        many([(args, kwargs), ...]) -> [one result per call, in order].
+    """
+
+    fn: Callable
+    own_transaction: bool = False
+    many: Callable[[list[Call]], list] | None = None
+
+    def __post_init__(self):
+        functools.update_wrapper(self, self.fn)
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+def operation(*, own_transaction: bool = False, many: Callable[[list[Call]], list] | None = None):
+    """Declare a store function an `Operation`: `@operation(own_transaction=True)`."""
+
+    def declare(fn) -> Operation:
+        return Operation(fn, own_transaction=own_transaction, many=many)
+
+    return declare
+
+
+def database_alias() -> str:
+    """The database of the store's tables, as the project's routers name it (DEFAULT_DB_ALIAS
+    without routers)."""
+    return router.db_for_write(Stream)
+
+
+# The connection of the batch the database thread is running: every call in it runs on the
+# connection of the batch's transaction, found once per batch rather than once per call.
+_batch = threading.local()
+
+
+def batch_connection():
+    """The connection of the batch this thread is running, or None (not the database thread, or
+    between batches)."""
+    return getattr(_batch, "db", None)
+
+# Loop turns between the first call queued and the batch taken: enough for the tasks a batch wakes
+# to queue their next writes into the next one, few enough not to delay a lone call
+# (BENCHMARKS.md has the comparison).
 BATCH_TURNS = 3
 
 
@@ -84,24 +144,24 @@ class BatchExecutor:
                 loop.create_task(self._drain(loop))
 
     def close(self):
-        """Close this thread's database connection (tests dropping their database need it)."""
-        self._thread.submit(lambda: connection.close()).result()
+        """Close this thread's database connections (tests dropping their database need it)."""
+        self._thread.submit(connections.close_all).result()
 
 
-def _run_alone(fn, calls):
+def _run_alone(alias, fn, calls):
     """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;
     if a merged run fails, each call again on its own. -> [(ok, result or exception)]"""
     try:
-        if getattr(fn, "own_transaction", False):
+        if isinstance(fn, Operation) and fn.own_transaction:
             return [(True, result) for result in _call(fn, calls)]
-        with transaction.atomic():
+        with transaction.atomic(using=alias):
             return [(True, result) for result in _call(fn, calls)]
     except Exception as exc:
         _checked_at[0] = float("-inf")  # the connection may be why: check it before the next batch
         if len(calls) == 1:
             return [(False, exc)]
         close_old_connections()
-        return [outcome for call in calls for outcome in _run_alone(fn, [call])]
+        return [outcome for call in calls for outcome in _run_alone(alias, fn, [call])]
 
 
 # How often the database thread checks its connection (CONN_MAX_AGE, CONN_HEALTH_CHECKS) between
@@ -111,26 +171,26 @@ CHECK_EVERY = 1.0
 _checked_at = [float("-inf")]
 
 
-def _check_connection():
+def _check_connection(alias):
     now = time.monotonic()
     if now - _checked_at[0] >= CHECK_EVERY:
         _checked_at[0] = now
-        connection.close_if_unusable_or_obsolete()
+        connections[alias].close_if_unusable_or_obsolete()
 
 
-def _runs(batch) -> list[tuple]:
-    """The batch in order as (fn, [(args, kwargs)]): a run of calls to a function with a `many`
-    twin is one entry."""
+def _runs(batch) -> list[tuple[Any, list[Call]]]:
+    """The batch in order as (fn, [(args, kwargs)]): a run of calls to an Operation with `many`
+    is one entry."""
     runs = []
     for fn, args, kwargs, _ in batch:
-        if runs and runs[-1][0] is fn and getattr(fn, "many", None) is not None:
+        if runs and runs[-1][0] is fn and isinstance(fn, Operation) and fn.many is not None:
             runs[-1][1].append((args, kwargs))
         else:
             runs.append((fn, [(args, kwargs)]))
     return runs
 
 
-def _call(fn, calls) -> list:
+def _call(fn, calls: list[Call]) -> list:
     if len(calls) == 1:
         args, kwargs = calls[0]
         return [fn(*args, **kwargs)]
@@ -138,16 +198,21 @@ def _call(fn, calls) -> list:
 
 
 def _run_batch(batch):
-    _check_connection()
-    runs = _runs(batch)
-    if len(runs) == 1:
-        return _run_alone(*runs[0])
+    alias = database_alias()
+    _check_connection(alias)
+    _batch.db = connections[alias]
     try:
-        with transaction.atomic():
-            return [(True, result) for fn, calls in runs for result in _call(fn, calls)]
-    except Exception:
-        close_old_connections()
-        return [outcome for fn, args, kwargs, _ in batch for outcome in _run_alone(fn, [(args, kwargs)])]
+        runs = _runs(batch)
+        if len(runs) == 1:
+            return _run_alone(alias, *runs[0])
+        try:
+            with transaction.atomic(using=alias):
+                return [(True, result) for fn, calls in runs for result in _call(fn, calls)]
+        except Exception:
+            close_old_connections()
+            return [outcome for fn, args, kwargs, _ in batch for outcome in _run_alone(alias, fn, [(args, kwargs)])]
+    finally:
+        _batch.db = None
 
 
 executor = BatchExecutor()
