@@ -198,6 +198,10 @@ class Run:
         for rep in range(1, a.reps + 1):
             for name in rotated(a.servers, rep):
                 async def measure(server, name=name, rep=rep):
+                    # A fresh process first serves unmeasured calls: the TypeScript SDK's JIT needs
+                    # seconds of load to reach its pace (the first seconds run at a third of it).
+                    if a.server_warmup:
+                        await scenarios.calls(server.url, concurrency=a.cs[0], duration=a.server_warmup, warmup=0)
                     out = []
                     for c in a.cs:
                         log(f"calls {name} C={c} repeat {rep}/{a.reps}")
@@ -438,7 +442,8 @@ def facts_line(meta: dict) -> str:
         node, sdk = (anchor["anchor_node"].split() + ["?", "?"])[:2]
         parts.append(f"TypeScript SDK: @modelcontextprotocol/sdk {sdk} (Node {node.lstrip('v')})")
     a = meta["args"]
-    parts.append(f"{a['reps']} repeats interleaved, {a['warmup']:g} s warm-up + {a['duration']:g} s measured per "
+    parts.append(f"{a['reps']} repeats interleaved, each server started afresh for each and warmed with "
+                 f"{a['server_warmup']:g} s of calls, then {a['warmup']:g} s + {a['duration']:g} s measured per "
                  f"calls run; load average {meta['loadavg_start'][0]:.2f} at the start, "
                  f"{meta['loadavg_end'][0]:.2f} at the end")
     return "; ".join(parts) + "."
@@ -472,7 +477,9 @@ def parse_args(argv=None):
     parser.add_argument("--cs", default="16,64", help="calls: concurrent sessions, comma-separated")
     parser.add_argument("--reps", type=int, default=3, help="calls: interleaved repeats")
     parser.add_argument("--duration", type=float, default=8, help="calls: seconds measured per run")
-    parser.add_argument("--warmup", type=float, default=2, help="calls: seconds of load before measuring")
+    parser.add_argument("--server-warmup", type=float, default=5,
+                        help="calls: seconds of unmeasured load on each freshly started server")
+    parser.add_argument("--warmup", type=float, default=1, help="calls: seconds of load before each measured run")
     parser.add_argument("--streams", type=int, default=1000, help="streams: held GET streams")
     parser.add_argument("--hold", type=float, default=5, help="streams: seconds to hold them")
     parser.add_argument("--resume-count", type=int, default=50, help="resume: notifications per call")

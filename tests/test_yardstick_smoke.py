@@ -53,7 +53,8 @@ def test_python_anchor_answers_the_bench_client(paths):
 def test_yardstick_end_to_end(paths, tmp_path):
     out, markdown = tmp_path / "y.jsonl", tmp_path / "y.md"
     code = yardstick.main(["--servers", "py-sse,floor", "--scenarios", "calls,streams", "--cs", "2", "--reps", "2",
-                           "--duration", "0.5", "--warmup", "0.1", "--streams", "5", "--hold", "0.2", "--no-pin",
+                           "--duration", "0.5", "--warmup", "0.1",
+                           "--server-warmup", "0.2", "--streams", "5", "--hold", "0.2", "--no-pin",
                            "--out", str(out), "--markdown", str(markdown), "--plot", str(tmp_path / "y.png")])
     assert code == 0
     lines = [json.loads(line) for line in out.read_text().splitlines()]
