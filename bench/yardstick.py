@@ -84,6 +84,7 @@ class Ours:
 
     url = property(lambda self: self.server.url)
     pid = property(lambda self: self.server.pid)
+    log_path = property(lambda self: self.server.log_path)
 
     def start(self):
         self.server.start()
