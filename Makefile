@@ -1,11 +1,12 @@
 # Two commands matter: `make run` (serve the example at http://127.0.0.1:$(PORT)/mcp) and `make test`;
-# `make bench` measures it.
+# `make bench` measures it, `make yardstick` beside the official SDKs.
 PORT ?= 8000
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bench bench-against install test-install interop-install browser-install deploy-install migrate clean
+.PHONY: run test bench bench-against yardstick install test-install interop-install anchors-install \
+	browser-install deploy-install migrate clean
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -70,6 +71,19 @@ bench: test-install
 # This checkout's calls/s beside another commit's, in turns: `make bench-against REF=main~3 BENCH_ARGS="--db postgres"`.
 bench-against: test-install
 	$(PY) bench/against.py $(REF) $(BENCH_ARGS)
+
+# The official SDKs the side-by-side run compares against (bench/anchors/), from PyPI and npm, pinned,
+# into ~/.cache/mcp-transport-bench (outside the repository).
+anchors-install:
+	bash bench/anchors/install.sh
+
+# Side by side (bench/yardstick.py, BENCHMARKS.md): the official Python and TypeScript SDKs, the
+# floor (bench/floor.py) and the example project on SQLite and on PostgreSQL + Redis, the bench's own
+# client, 3 interleaved repeats (about 20 minutes). Writes test-output/yardstick.{jsonl,md} and a plot.
+# `make yardstick YARDSTICK_ARGS="--scenarios calls --servers py-sse,ts-sse,ours-sqlite-sse"` for less.
+YARDSTICK_ARGS ?=
+yardstick: test-install anchors-install
+	$(PY) bench/yardstick.py $(YARDSTICK_ARGS)
 
 clean:
 	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache test-output

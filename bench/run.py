@@ -75,8 +75,9 @@ def parse_args(argv=None):
     parser.add_argument("--json", default=str(OUT_DIR / "bench.json"), help="where to write the figures")
     parser.add_argument("--plot", default=str(OUT_DIR / "bench-calls.png"), help="where to write the plot")
     parser.add_argument("--compare", action="append", default=[], metavar="FILE.jsonl",
-                        help="also plot the calls/s of other servers: JSON lines of ../shared/bench/mcpload.py "
-                             "(run_matrix.sh output; the first word of each label names the server); repeatable")
+                        help="also plot the calls/s of other servers: JSON lines of bench/yardstick.py "
+                             "(test-output/yardstick.jsonl) or of a client that labels each line with its "
+                             "server (the first word of `label`); repeatable")
     parser.add_argument("--keep-logs", action="store_true", help="keep every daphne log (else only those with errors)")
     args = parser.parse_args(argv)
     quick = args.quick
@@ -400,7 +401,8 @@ def table(results: list[dict]) -> str:
 
 
 def compared(paths: list[str]) -> dict[str, list[tuple[int, float]]]:
-    """Other servers' calls/s by concurrency (median of repeats) from mcpload JSON lines."""
+    """Other servers' calls/s by concurrency (median of repeats) from JSON lines (yardstick's, or any
+    client's whose `label` starts with the server's name)."""
     runs: dict[tuple[str, int], list[float]] = {}
     for path in paths:
         for line in Path(path).read_text().splitlines():
@@ -408,7 +410,7 @@ def compared(paths: list[str]) -> dict[str, list[tuple[int, float]]]:
                 r = json.loads(line)
             except ValueError:
                 continue
-            label = str(r.get("label") or "?")
+            label = str(r.get("server") or r.get("label") or "?")
             if r.get("scenario") != "calls" or r.get("calls_per_s") is None or "xcheck" in label:
                 continue
             runs.setdefault((label.split()[0], int(r["concurrency"])), []).append(float(r["calls_per_s"]))

@@ -126,9 +126,10 @@ def test_growth():
 
 
 def test_floor_answers_like_an_mcp_server():
-    """What the client checks, nothing more: session id, 202 for notifications, echo on SSE, held GET."""
+    """What the client checks, nothing more: session id, 202 for notifications, echo on SSE, a GET held
+    until DELETE."""
     with served(app="bench.floor:app") as floor:
         r = asyncio.run(scenarios.calls(floor.url, concurrency=2, duration=0.5, warmup=0.1))
         s = asyncio.run(scenarios.streams(floor.url, count=3, hold=0.2, warm=1))
     assert r["mode"] == "sse" and r["calls"] > 0 and r["errors"] == 0 and r["wrong_results"] == 0, r
-    assert s["opened"] == 3 and s["held"] == 3 and s["errors"] == 0, s
+    assert s["opened"] == 3 and s["held"] == 3 and s["errors"] == 0 and s["ended_on_delete"] == 3, s

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Install the official MCP SDKs that the bench's anchor servers run on, from PyPI and npm by name,
+# OUTSIDE the repository:
+#
+#   $MCP_BENCH_HOME/node   `npm ci` of bench/anchors/package.json + package-lock.json:
+#                          @modelcontextprotocol/sdk 1.x (typescript_sdk.mjs), zod, and `node@22`
+#                          (Node 22 as an npm package, so the anchor's runtime is pinned too).
+#   $MCP_BENCH_HOME/venv   a Python venv with bench/anchors/requirements.txt (mcp 1.x, uvicorn):
+#                          python_sdk.py runs there, apart from the project's own venv.
+#
+# MCP_BENCH_HOME defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/mcp-transport-bench.
+# MCP_BENCH_ANCHOR_PYTHON picks the interpreter for the venv (default: python3.11, else python3).
+#
+# Idempotent, as tests/interop/install.sh: each part is redone only when the sha256 of the files that
+# define it (and, for the venv, the interpreter's version) differs from the stamp of its last
+# successful install. On success the last lines are machine-readable:
+#   MCP_BENCH_HOME=...   MCP_BENCH_NODE_DIR=...   MCP_BENCH_NODE=.../node   MCP_BENCH_PYTHON=.../python
+# Usage: bench/anchors/install.sh [node|python|all]   (default all)
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BENCH_HOME=${MCP_BENCH_HOME:-${XDG_CACHE_HOME:-$HOME/.cache}/mcp-transport-bench}
+PYTHON=${MCP_BENCH_ANCHOR_PYTHON:-$(command -v python3.11 || command -v python3 || echo python3)}
+WHAT=${1:-all}
+
+mkdir -p "$BENCH_HOME"
+BENCH_HOME=$(cd "$BENCH_HOME" && pwd)
+NODE_DIR=$BENCH_HOME/node
+VENV=$BENCH_HOME/venv
+
+log() { echo "[bench-anchors-install] $*" >&2; }
+
+# One installer at a time per cache dir.
+if command -v flock >/dev/null 2>&1; then
+    exec 9>"$BENCH_HOME/.install.lock"
+    flock 9
+fi
+
+install_node() {
+    command -v npm >/dev/null 2>&1 || { log "npm not found on PATH"; return 1; }
+    local want have=""
+    want=$(cat "$HERE/package.json" "$HERE/package-lock.json" | sha256sum | cut -d' ' -f1)
+    [ -f "$NODE_DIR/.stamp" ] && have=$(cat "$NODE_DIR/.stamp")
+    if [ "$want" = "$have" ] && [ -x "$NODE_DIR/node_modules/node/bin/node" ]; then
+        log "node packages up to date in $NODE_DIR"
+        return 0
+    fi
+    log "npm ci into $NODE_DIR (lock hash ${want:0:12})"
+    rm -rf "$NODE_DIR"
+    mkdir -p "$NODE_DIR"
+    cp "$HERE/package.json" "$HERE/package-lock.json" "$NODE_DIR/"
+    # EBADENGINE warnings are expected when npm itself runs on an older Node: the anchor runs on node@22.
+    if ! (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >"$NODE_DIR/npm-ci.log" 2>&1); then
+        tail -40 "$NODE_DIR/npm-ci.log" >&2
+        log "npm ci failed (full log: $NODE_DIR/npm-ci.log)"
+        return 1
+    fi
+    (cd "$NODE_DIR" && node_modules/node/bin/node --input-type=module \
+        -e "await import('@modelcontextprotocol/sdk/server/streamableHttp.js'); await import('zod')") \
+        || { log "the SDK does not import under node@22"; return 1; }
+    echo "$want" >"$NODE_DIR/.stamp"
+    log "installed the TypeScript SDK (node $("$NODE_DIR/node_modules/node/bin/node" --version)) in $NODE_DIR"
+}
+
+install_python() {
+    command -v "$PYTHON" >/dev/null 2>&1 || { log "$PYTHON not found"; return 1; }
+    local want have="" pyver
+    pyver=$("$PYTHON" -c 'import sys; print(sys.version)')
+    want=$( { cat "$HERE/requirements.txt"; echo "$pyver"; } | sha256sum | cut -d' ' -f1)
+    [ -f "$VENV/.stamp" ] && have=$(cat "$VENV/.stamp")
+    if [ "$want" = "$have" ] && [ -x "$VENV/bin/python" ]; then
+        log "Python SDK venv up to date in $VENV"
+        return 0
+    fi
+    log "creating the Python SDK venv in $VENV with $PYTHON ($pyver)"
+    rm -rf "$VENV"
+    "$PYTHON" -m venv "$VENV"
+    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
+            -r "$HERE/requirements.txt" >"$BENCH_HOME/pip.log" 2>&1; then
+        tail -40 "$BENCH_HOME/pip.log" >&2
+        log "pip install failed (full log: $BENCH_HOME/pip.log)"
+        return 1
+    fi
+    "$VENV/bin/python" -c 'from mcp.server.fastmcp import FastMCP; import uvicorn' \
+        || { log "mcp 1.x does not import"; return 1; }
+    echo "$want" >"$VENV/.stamp"
+    log "installed $("$VENV/bin/python" -m pip show mcp 2>/dev/null | grep -i '^version') in $VENV"
+}
+
+case "$WHAT" in
+    node) install_node ;;
+    python) install_python ;;
+    all) install_node; install_python ;;
+    *) echo "usage: $0 [node|python|all]" >&2; exit 2 ;;
+esac
+
+echo "MCP_BENCH_HOME=$BENCH_HOME"
+if [ "$WHAT" != python ]; then
+    echo "MCP_BENCH_NODE_DIR=$NODE_DIR"
+    echo "MCP_BENCH_NODE=$NODE_DIR/node_modules/node/bin/node"
+fi
+if [ "$WHAT" != node ]; then
+    echo "MCP_BENCH_PYTHON=$VENV/bin/python"
+fi
