@@ -146,7 +146,59 @@ def databases(kind: str, root: Path = ROOT):
     return PostgresDatabases(root) if kind == "postgres" else SQLiteDatabases(root)
 
 
-class BenchServer:
+class ServerProcess:
+    """A server process the bench started on 127.0.0.1 (`port`, `proc`, `log_path`): its URL and
+    PID, its log, and stopping it (terminate, then kill)."""
+
+    port: int
+    proc: subprocess.Popen | None = None
+    log_path: str | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/mcp"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+    def _failed(self, what: str):
+        """Stop, clean up, and raise with the end of the log (the log file itself is removed)."""
+        self.stop()
+        logs = self.logs()
+        self.remove_log()
+        raise RuntimeError(f"{what}: {logs[-3000:]}")
+
+    def logs(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace") if self.log_path else ""
+        except OSError:
+            return ""
+
+    def remove_log(self):
+        if self.log_path:
+            try:
+                os.remove(self.log_path)
+            except OSError:
+                pass
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+
+class BenchServer(ServerProcess):
     """`python -m mcp_transport.serve -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with
     bench.settings (`launcher="daphne"`: plain daphne; `app=FLOOR`: the bare app, no database), from
     the checkout at `root`."""
@@ -162,17 +214,7 @@ class BenchServer:
         self.start_timeout = start_timeout
         self.port = free_port()
         self.db_env: dict[str, str] | None = None
-        self.proc: subprocess.Popen | None = None
-        self.log_path = None
         self._log = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
 
     @property
     def env(self) -> dict[str, str]:
@@ -202,13 +244,6 @@ class BenchServer:
             time.sleep(0.1)
         self._failed(f"daphne did not answer within {self.start_timeout}s")
 
-    def _failed(self, what: str):
-        """Stop, clean up, and raise with the end of the log (the log file itself is removed)."""
-        self.stop()
-        logs = self.logs()
-        self.remove_log()
-        raise RuntimeError(f"{what}: {logs[-3000:]}")
-
     def _answers(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=2) as s:
@@ -218,35 +253,10 @@ class BenchServer:
             return False
 
     def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        super().stop()
         if self._log is not None:
             self._log.close()
             self._log = None
         if self.db_env:
             self.dbs.drop(self.db_env)
             self.db_env = None
-
-    def logs(self) -> str:
-        try:
-            return Path(self.log_path).read_text(errors="replace") if self.log_path else ""
-        except OSError:
-            return ""
-
-    def remove_log(self):
-        if self.log_path:
-            try:
-                os.remove(self.log_path)
-            except OSError:
-                pass
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()

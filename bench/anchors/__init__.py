@@ -20,6 +20,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.server import ServerProcess, free_port
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
@@ -83,26 +85,16 @@ def answers(port: int) -> bool:
         return False
 
 
-class AnchorServer:
+class AnchorServer(ServerProcess):
     """One anchor on 127.0.0.1 and a free port, pinned to `cpu` (taskset) when given."""
 
     def __init__(self, name: str, paths: dict[str, str], cpu: int | None = None, start_timeout: float = 60):
-        from bench.server import free_port
-
         if name not in ANCHORS:
             raise ValueError(f"unknown anchor {name!r}: one of {', '.join(ANCHORS)}")
         self.name, self.paths, self.cpu, self.start_timeout = name, paths, cpu, start_timeout
         self.port = free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path: str | None = None
-
-    @property
-    def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/mcp"
-
-    @property
-    def pid(self) -> int | None:
-        return self.proc.pid if self.proc else None
 
     def command(self) -> tuple[list[str], Path]:
         runtime, extra = ANCHORS[self.name]
@@ -131,37 +123,3 @@ class AnchorServer:
                 return self
             time.sleep(0.1)
         self._failed(f"{self.name} did not answer within {self.start_timeout} s")
-
-    def _failed(self, what: str):
-        self.stop()
-        log = self.logs()
-        self.remove_log()
-        raise RuntimeError(f"{what}: {log[-3000:]}")
-
-    def stop(self):
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-    def logs(self) -> str:
-        try:
-            return Path(self.log_path).read_text(errors="replace") if self.log_path else ""
-        except OSError:
-            return ""
-
-    def remove_log(self):
-        if self.log_path:
-            try:
-                os.remove(self.log_path)
-            except OSError:
-                pass
-
-    def __enter__(self):
-        return self.start()
-
-    def __exit__(self, *exc):
-        self.stop()
