@@ -40,8 +40,7 @@ class Follow:
     """One connection on one stream: `events` to send at once, then `next()` until the end."""
 
     def __init__(self, stream_id: int, events: list[store.StoredEvent], terms: Terms, *,
-                 listener: Listener | None = None, after: int = 0, log_id=None, stream: Stream | None = None,
-                 ended: bool = False):
+                 listener: Listener | None = None, after: int = 0, log_id=None, ended: bool = False):
         self.stream_id = stream_id
         self.events = events
         self.terms = terms
@@ -50,7 +49,6 @@ class Follow:
         self.start_seq = after
         self.last_seq = max([after, *(e.seq for e in events)])
         self.log_id = log_id  # the connection's timeline row, or the future of its write
-        self.stream = stream
         self.complete = listener is None or ended or any(e.kind == FINAL for e in events)
         if self.complete:
             self._unlisten()
@@ -164,8 +162,7 @@ async def resume(session, stream_id: int, seq: int, terms_for: Callable[[Stream]
     ended = status != OPEN and not any(e.kind == FINAL for e in events)
     if status == OPEN and await worker.relay.join(stream_id):
         worker.bus.mark_stale(stream_id)  # a wake-up sent between the read and the join is lost
-    return Follow(stream_id, events, terms, listener=listener, after=seq, log_id=log_id, stream=stream,
-                  ended=ended)
+    return Follow(stream_id, events, terms, listener=listener, after=seq, log_id=log_id, ended=ended)
 
 
 def _drop(listener: Listener):

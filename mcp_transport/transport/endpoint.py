@@ -367,14 +367,14 @@ class MCPEndpoint:
             first = sse.event(reprime, "", terms.retry_ms) if (reprime and polling) else sse.OPENED
         if follow.complete:
             await self.send_complete(session, first)
-            self.record_end(follow, terms, "completed")
+            self.record_end(follow, "completed")
             return
         await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
         await self.send_body(first, more_body=True)
         terms.conn.events_sent = len(follow.events)
         self.pump = asyncio.ensure_future(self.run_pump(follow, terms))
 
-    def record_end(self, follow: streams.Follow, terms: ConnectionTerms, reason: str, retry_ms: int | None = None):
+    def record_end(self, follow: streams.Follow, reason: str, retry_ms: int | None = None):
         if retry_ms is not None and reason != "replaced":
             # A connection replaced by the client's own resumption asked nothing of the client.
             worker.reconnects.closed(follow.stream_id, retry_ms)
@@ -403,7 +403,7 @@ class MCPEndpoint:
             logger.exception("SSE connection on stream %s failed", follow.stream_id)
             await self.send_body(b"", more_body=False)
         finally:
-            self.record_end(follow, terms, reason, self.closed_retry_ms)
+            self.record_end(follow, reason, self.closed_retry_ms)
 
     async def pump_loop(self, follow: streams.Follow, terms: ConnectionTerms) -> str:
         """Write the stream's events as they come; returns why the connection ended."""
