@@ -12,6 +12,6 @@ class MCPTransportConfig(AppConfig):
         from .execution.worker import worker
         from .protocol.server import set_notifier
 
-        set_notifier(worker.requests)
+        set_notifier(worker)
 
         autodiscover_modules("mcp")

@@ -39,6 +39,15 @@ DEFAULTS = {
     "MAX_EVENTS_PER_STREAM": 100_000,
     "MAX_BYTES_PER_STREAM": 64 * 1024 * 1024,
     "MAX_EARLY_RECONNECTS": 3,
+    # Which protocol eras the endpoint serves: "modern" (2026-07-28: stateless, per-request _meta)
+    # and "legacy" (2025-11-25 and earlier: initialize, sessions, the GET stream).
+    "PROTOCOL_ERAS": ["modern", "legacy"],
+    # Signs the requestState of multi round-trip requests (every worker needs the same); None = SECRET_KEY.
+    "REQUEST_STATE_KEY": None,
+    # How long a client may take to answer a tool's question before its requestState expires.
+    "REQUEST_STATE_SECONDS": 900,
+    # ttlMs on modern discovery and list results (how long a client may reuse them).
+    "CACHE_TTL_MS": 60_000,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

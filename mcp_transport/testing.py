@@ -13,6 +13,7 @@ Needs database access that other threads can see (pytest-django: `transactional_
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from dataclasses import dataclass, field
 
@@ -178,3 +179,75 @@ class MCPCommunicator:
 
     async def delete(self) -> Response:
         return await self.send("DELETE")
+
+
+MODERN_VERSION = "2026-07-28"
+
+
+def _header_value(value: str) -> str:
+    """Mcp-Name and Mcp-Param-* values: plain when a header can carry them, else the base64 form."""
+    if value.isascii() and value.isprintable() and value == value.strip() and not (
+            value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+class ModernCommunicator(MCPCommunicator):
+    """The same, speaking MCP 2026-07-28: no initialize, no session; every request carries its
+    `_meta` and the Mcp-* headers.
+
+        client = ModernCommunicator(application, capabilities={"elicitation": {}})
+        response = await client.call_tool("confirm", {"item": "x"})
+        if response.result["resultType"] == "input_required":
+            response = await client.retry(response, {"elicitation-1": {"action": "accept", "content": {}}})
+    """
+
+    def __init__(self, application, path: str = "/mcp", host: str = "localhost", *,
+                 capabilities: dict | None = None, log_level: str | None = None):
+        super().__init__(application, path, host, MODERN_VERSION)
+        self.capabilities = capabilities or {}
+        self.log_level = log_level
+        self.sent: dict[int, dict] = {}
+
+    def envelope(self, params: dict | None) -> dict:
+        meta = {"io.modelcontextprotocol/protocolVersion": self.version,
+                "io.modelcontextprotocol/clientCapabilities": self.capabilities,
+                "io.modelcontextprotocol/clientInfo": {"name": "mcp_transport.testing", "version": "1"}}
+        if self.log_level:
+            meta["io.modelcontextprotocol/logLevel"] = self.log_level
+        params = dict(params or {})
+        params["_meta"] = {**meta, **(params.get("_meta") or {})}
+        return params
+
+    def request_headers(self, method: str, params: dict) -> dict:
+        headers = {"mcp-protocol-version": self.version, "mcp-method": method}
+        target = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
+        if target and isinstance(params.get(target), str):
+            headers["mcp-name"] = _header_value(params[target])
+        return headers
+
+    async def request(self, method: str, params: dict | None = None, headers: dict | None = None,
+                      **kwargs) -> Response:
+        params = self.envelope(params)
+        message = {"jsonrpc": "2.0", "id": self.next_id(), "method": method, "params": params}
+        self.sent[message["id"]] = message
+        response = await self.post(message, {**self.request_headers(method, params), **(headers or {})}, **kwargs)
+        response.request = message
+        return response
+
+    async def retry(self, response: Response, input_responses: dict | None = None, **kwargs) -> Response:
+        """Send an `input_required` answer's request again, with the client's answers (MRTR)."""
+        original = response.request
+        result = response.result
+        params = {k: v for k, v in original["params"].items() if k not in ("inputResponses", "requestState")}
+        if input_responses is not None:
+            params["inputResponses"] = input_responses
+        if "requestState" in result:
+            params["requestState"] = result["requestState"]
+        return await self.request(original["method"], params, **kwargs)
+
+    async def initialize(self, capabilities: dict | None = None) -> dict:
+        raise TypeError("MCP 2026-07-28 has no initialize: send requests directly (server/discover to look first)")
+
+    async def discover(self) -> dict:
+        return (await self.request("server/discover")).result

@@ -205,16 +205,30 @@ def test_every_supported_protocol_version_header_is_accepted(c, header):
     assert response.json() == {"jsonrpc": "2.0", "id": 6, "result": {}}
 
 
-def test_2026_discover_probe_gets_a_prompt_400_and_opens_no_session(mcp, example_server):
-    """The Python SDK 2.x probe: session-less server/discover at 2026-07-28 (header and _meta)."""
+def test_2026_discover_probe_is_answered_and_opens_no_session(mcp, example_server):
+    """A 2026-07-28 server/discover (the Python SDK 2.x probe) is answered; it opens no session."""
+    client = mcp()
+    before = session_count(example_server)
+    meta = {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {}}
+    probe = request("server/discover", "probe-1", {"_meta": meta})
+    response = raw(client, body=probe, headers={"MCP-Protocol-Version": "2026-07-28",
+                                                "Mcp-Method": "server/discover"})
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["supportedVersions"] == ["2026-07-28"]
+    assert "mcp-session-id" not in response.headers
+    assert session_count(example_server) == before
+
+
+def test_a_malformed_2026_probe_gets_a_400_that_is_not_32022_and_initialize_still_works(mcp, example_server):
+    """Without the namespaced version key the probe is malformed: -32602, on which clients fall back."""
     client = mcp()
     before = session_count(example_server)
     probe = request("server/discover", "probe-1", {"_meta": {"protocolVersion": "2026-07-28"}})
     response = raw(client, body=probe, headers={"MCP-Protocol-Version": "2026-07-28"})
-    assert_error(response, 400, -32600, "probe-1")
+    assert_error(response, 400, -32602, "probe-1")
     assert "mcp-session-id" not in response.headers
     assert session_count(example_server) == before
-    # The client then falls back to initialize, which works.
     client.initialize()
     assert client.version == VERSION
 

@@ -285,3 +285,10 @@ async def update_resource(ctx: Context, uri: str = "test://watched-resource") ->
     """Announce that a resource changed: subscribed sessions get notifications/resources/updated on their GET stream."""
     await ctx.server.notify_resource_updated(uri)
     return f"updated {uri}"
+
+
+@mcp.tool
+async def announce_tools_changed(ctx: Context) -> str:
+    """Tell every listener that the tool list changed (sessions' GET streams, 2026-07-28 listen streams)."""
+    await ctx.server.notify_list_changed("tools")
+    return "announced"

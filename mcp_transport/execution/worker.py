@@ -14,6 +14,7 @@ from ..wakeups import relay as wakeups
 from ..wakeups.bus import Bus
 from ..wakeups.relay import Relay
 from .heartbeat import Heartbeat
+from .modern import ModernRequests
 from .runner import Requests
 from .shutdown import Shutdown
 
@@ -25,12 +26,14 @@ class Worker:
         self.bus = Bus()
         self.relay = Relay(worker_id, self.bus)
         self.requests = Requests(worker_id, db, self.relay)
+        self.modern = ModernRequests(db, self.relay)
         self.heartbeat = Heartbeat(self.relay)
         self.shutdown = Shutdown(self)
         self.reconnects = ReconnectGuard()
         self.relay.on(wakeups.CANCEL, self.requests.cancel_delivered)
         self.relay.on(wakeups.RESPOND, self.requests.resolve_here)
         self.relay.on(wakeups.SESSION_END, self.requests.cancel_session)
+        self.relay.on(wakeups.NOTIFY, self.modern.deliver)
 
     def __repr__(self):
         return f"<Worker {self.id}>"
@@ -40,6 +43,16 @@ class Worker:
         self.shutdown.install()
         await self.relay.start()
         self.heartbeat.start()
+
+    # protocol.server.Notifier: a change reaches sessions (stored on their GET streams) and listen streams.
+
+    async def notify_subscribers(self, server_name: str, uri: str):
+        await self.modern.notify(server_name, "notifications/resources/updated", {"uri": uri})
+        await self.requests.notify_subscribers(server_name, uri)
+
+    async def broadcast(self, server_name: str, method: str):
+        await self.modern.notify(server_name, method, None)
+        await self.requests.broadcast(server_name, method)
 
 
 worker = Worker(store.WORKER, executor)

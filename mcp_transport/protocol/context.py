@@ -37,10 +37,20 @@ class ClientCapabilityError(jsonrpc.JSONRPCError):
         super().__init__(jsonrpc.INVALID_REQUEST, f"The client did not declare the '{capability}' capability")
 
 
+class MissingCapability(jsonrpc.JSONRPCError):
+    """A modern request needs a capability its client did not declare (-32021)."""
+
+    def __init__(self, capability: str):
+        super().__init__(jsonrpc.MISSING_CLIENT_CAPABILITY,
+                         f"The client did not declare the '{capability}' capability this request needs",
+                         {"requiredCapabilities": {capability: {}}})
+
+
 class Context:
     """Progress, logging, requests to the client and connection control for one request."""
 
-    def __init__(self, *, server, session, request_id, params: dict | None, host: Host, user=None, scope=None):
+    def __init__(self, *, server, session, request_id, params: dict | None, host: Host, user=None, scope=None,
+                 modern=None, inputs=None):
         self.server = server
         self.session = session
         self.request_id = request_id
@@ -48,6 +58,9 @@ class Context:
         self.host = host
         self.user = user
         self.scope = scope
+        # A 2026-07-28 request: its RequestMeta, and the answers it brings to the tool's questions.
+        self.modern = modern
+        self.inputs = inputs
 
     @property
     def meta(self) -> dict:
@@ -60,7 +73,17 @@ class Context:
 
     @property
     def client_capabilities(self) -> dict:
+        if self.modern is not None:
+            return self.modern.capabilities
         return getattr(self.session, "client_capabilities", None) or {}
+
+    @property
+    def log_threshold(self) -> str | None:
+        """The lowest level sent: the session's `logging/setLevel` (debug when unset), or the modern
+        request's own logLevel (nothing at all when unset)."""
+        if self.modern is not None:
+            return self.modern.log_level
+        return getattr(self.session, "log_level", "") or "debug"
 
     async def report_progress(self, progress: float, total: float | None = None, message: str | None = None):
         """Send `notifications/progress` if the client asked for progress (a no-op otherwise)."""
@@ -75,11 +98,11 @@ class Context:
         await self.send_notification("notifications/progress", params)
 
     async def log(self, level: str, data: Any, logger: str | None = None):
-        """Send `notifications/message` unless the session's `logging/setLevel` filters it out."""
+        """Send `notifications/message` unless the client's log level filters it out."""
         if level not in LOG_LEVELS:
             raise ValueError(f"Unknown log level {level!r}")
-        threshold = getattr(self.session, "log_level", "") or "debug"
-        if LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
+        threshold = self.log_threshold
+        if threshold is None or LOG_LEVELS.index(level) < LOG_LEVELS.index(threshold):
             return
         params = {"level": level, "data": data}
         if logger:
@@ -102,11 +125,16 @@ class Context:
         await self.host.send(jsonrpc.notification(method, params))
 
     async def send_request(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:
-        """Ask the client something on this request's stream and wait for its answer."""
+        """Ask the client something and wait for its answer: on a session, a request on this request's
+        stream; on a modern request, the answer the retry brought, or the end of this round (`mrtr`)."""
+        if self.inputs is not None:
+            return self.inputs.answer(method, params)
         return await self.host.request(method, params, timeout)
 
     def _require(self, capability: str):
         if capability not in self.client_capabilities:
+            if self.modern is not None:
+                raise MissingCapability(capability)
             raise ClientCapabilityError(capability)
 
     async def elicit(self, message: str, requested_schema: dict | type, timeout: float | None = None) -> dict:
@@ -115,7 +143,7 @@ class Context:
         if isinstance(requested_schema, type):
             requested_schema = requested_schema.model_json_schema()
         params = {"message": message, "requestedSchema": requested_schema}
-        if self.session is not None and self.session.protocol_version >= "2025-11-25":
+        if self.modern is not None or self.session is not None and self.session.protocol_version >= "2025-11-25":
             params["mode"] = "form"
         return await self.send_request("elicitation/create", params, timeout)
 

@@ -17,7 +17,11 @@ INTERNAL_ERROR = -32603  # a handler failed, or the worker running the request s
 # MCP's.
 RESOURCE_NOT_FOUND = -32002  # resources/read of a URI the server does not have
 URL_ELICITATION_REQUIRED = -32042  # for tools: the user must complete a URL elicitation first
-# Server-defined (-32000..-32099; -32020..-32022 are reserved by MCP 2026-07-28).
+# MCP 2026-07-28's (-32020..-32099 is the specification's).
+HEADER_MISMATCH = -32020  # HTTP 400: Mcp-* headers missing, malformed, or not matching the body
+MISSING_CLIENT_CAPABILITY = -32021  # HTTP 400: the request needs a capability the client did not declare
+UNSUPPORTED_PROTOCOL_VERSION = -32022  # HTTP 400: data lists the supported versions and the requested one
+# Server-defined (-32000..-32019).
 SESSION_NOT_FOUND = -32001  # HTTP 404: unknown, expired or terminated Mcp-Session-Id (as the official SDK servers)
 LIMIT_EXCEEDED = -32003  # a limit was hit: HTTP 429 for a request, or the error that ends a stream
 CLIENT_ANSWER_TIMEOUT = -32004  # the client did not answer a server-to-client request in CLIENT_REQUEST_TIMEOUT

@@ -160,6 +160,24 @@ class Tool(Guarded):
             item["_meta"] = self.meta
         return item
 
+    @property
+    def header_params(self) -> list[tuple[tuple[str, ...], str]]:
+        """The arguments mirrored as `Mcp-Param-{name}` headers (`x-mcp-header` in the input
+        schema, reached through `properties` only): (path into the arguments, header name)."""
+        found = self.__dict__.get("_header_params")
+        if found is None:
+            found = []
+            stack = [((), self.input_schema or self.signature.schema())]
+            while stack:
+                path, schema = stack.pop()
+                for key, prop in (schema.get("properties") or {}).items():
+                    if isinstance(prop, dict):
+                        if isinstance(prop.get("x-mcp-header"), str):
+                            found.append(((*path, key), prop["x-mcp-header"]))
+                        stack.append(((*path, key), prop))
+            self.__dict__["_header_params"] = found
+        return found
+
 
 @dataclass
 class Resource(Guarded):

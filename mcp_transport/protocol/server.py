@@ -7,6 +7,7 @@ from django.core.exceptions import ImproperlyConfigured
 
 from ..conf import mcp_settings
 from .dispatch import Dispatcher
+from .modern import ModernDispatcher
 from .registry import Registry
 
 servers: dict[str, "MCPServer"] = {}
@@ -45,6 +46,7 @@ class MCPServer(Registry):
         self.title = title
         self._instructions = instructions
         self.dispatcher = Dispatcher(self)
+        self.modern = ModernDispatcher(self, self.dispatcher)
         servers[name] = self
 
     def __repr__(self):

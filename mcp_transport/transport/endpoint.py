@@ -30,6 +30,7 @@ from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.server import get_server
 from . import guards, sse
 from .guards import Rejected
+from .modern import ModernPost, is_modern, is_modern_get
 
 logger = logging.getLogger("mcp_transport")
 
@@ -173,6 +174,9 @@ class MCPEndpoint:
         guards.check_host_and_origin(self.headers)
         self.cors = guards.cors_headers(self.headers)
         await self.authenticate()
+        if method != "POST" and is_modern_get(self.headers):
+            raise Rejected(405, "Method Not Allowed: MCP 2026-07-28 has no GET stream and no sessions; POST requests",
+                           headers=[("allow", "POST")])
         if method == "POST":
             await self.post(body)
         elif method == "GET":
@@ -230,6 +234,9 @@ class MCPEndpoint:
             message = jsonrpc.parse(body)
         except jsonrpc.JSONRPCError as exc:
             await self.send_json(400, jsonrpc.error_from(None, exc))
+            return
+        if is_modern(message, self.headers):
+            await ModernPost(self, message, json_only or not guards.accepts(self.headers, "text/event-stream")).answer()
             return
         try:
             # initialize is exempt: a client falling back from a newer revision may keep its header.

@@ -15,6 +15,8 @@ type (fields) -> the group it goes to: what the receiver does
 - `mcp.respond` (`session`, `response`) -> the worker whose tool waits for the client's answer.
 - `mcp.session_end` (`session`) -> every worker: the session is forgotten, its requests
   cancelled, its GET stream ended.
+- `mcp.notify` (`server`, `method`, `params`) -> every worker: a change notification for the
+  `subscriptions/listen` streams it holds (2026-07-28; sessions get theirs through stored events).
 
 Every message also carries `origin`: the sending worker's id (a worker ignores its own wake-ups,
 closes, ends and session ends), or who else sent it (`"admin"`).
@@ -37,6 +39,7 @@ END = "mcp.end"
 CANCEL = "mcp.cancel"
 RESPOND = "mcp.respond"
 SESSION_END = "mcp.session_end"
+NOTIFY = "mcp.notify"
 ORIGIN = "origin"
 
 ALL_WORKERS = "mcp.workers"
@@ -109,6 +112,10 @@ def respond(worker: str, session_id: str, response: dict) -> Signal:
 
 def session_end(session_id: str) -> Signal:
     return Signal(ALL_WORKERS, {"type": SESSION_END, "session": session_id})
+
+
+def notify(server: str, method: str, params: dict | None) -> Signal:
+    return Signal(ALL_WORKERS, {"type": NOTIFY, "server": server, "method": method, "params": params})
 
 
 # Reading them back.

@@ -31,7 +31,8 @@ from ..storage import store
 from . import messages
 from .bus import Bus
 from .messages import (  # noqa: F401  (the names callers use as relay.CANCEL, relay.worker_group...)
-    ALL_WORKERS, CANCEL, CLOSE, END, ORIGIN, RESPOND, SESSION_END, WAKE, Signal, stream_group, worker_group,
+    ALL_WORKERS, CANCEL, CLOSE, END, NOTIFY, ORIGIN, RESPOND, SESSION_END, WAKE, Signal, stream_group,
+    worker_group,
 )
 
 logger = logging.getLogger("mcp_transport")
@@ -62,7 +63,8 @@ class Relay:
     def __init__(self, worker_id: str, bus: Bus):
         self.worker_id = worker_id
         self.bus = bus
-        # CANCEL and RESPOND: handler(session id, payload); SESSION_END: handler(session id).
+        # CANCEL and RESPOND: handler(session id, payload); SESSION_END: handler(session id);
+        # NOTIFY: handler(server name, method, params).
         self.handlers: dict[str, Callable] = {}
         self.layer = None
         self.channel: str | None = None
@@ -84,7 +86,7 @@ class Relay:
 
     def on(self, kind: str, handler: Callable):
         """What this process does when another asks it to cancel (CANCEL), hands it a client's answer
-        (RESPOND) or ends a session (SESSION_END)."""
+        (RESPOND), ends a session (SESSION_END) or sends a change notification (NOTIFY)."""
         self.handlers[kind] = handler
 
     async def _start(self):
@@ -198,6 +200,10 @@ class Relay:
     def session_ended(self, session_id: str):
         self._send(messages.session_end(session_id))
 
+    def notify(self, server: str, method: str, params: dict | None):
+        """A change notification for the other workers' listen streams (this one delivers its own)."""
+        self._send(messages.notify(server, method, params))
+
     async def respond(self, worker: str, session_id: str, response: dict):
         """Stored first, then signalled, like a cancel."""
         await self.signal(messages.respond(worker, session_id, response))
@@ -243,7 +249,7 @@ class Relay:
 
     def handle(self, message: dict):
         kind = message.get("type")
-        if message.get(ORIGIN) == self.worker_id and kind in (WAKE, CLOSE, END, SESSION_END):
+        if message.get(ORIGIN) == self.worker_id and kind in (WAKE, CLOSE, END, SESSION_END, NOTIFY):
             return
         if kind == WAKE:
             self.bus.mark_stale(message["stream"], message.get("seq"))
@@ -261,6 +267,8 @@ class Relay:
         elif kind == SESSION_END:
             store.forget_session(message["session"])
             self._call(SESSION_END, message["session"])
+        elif kind == NOTIFY:
+            self._call(NOTIFY, message["server"], message["method"], message.get("params"))
 
     def _call(self, kind: str, *args):
         handler = self.handlers.get(kind)
