@@ -1,4 +1,4 @@
-"""django-mcp-transport: serve MCP over Streamable HTTP (2025-11-25, SEP-1699) from Django.
+"""django-mcp-transport: serve MCP over Streamable HTTP from Django (2026-07-28 and 2025-11-25 on one endpoint).
 
     from mcp_transport import mcp, Context
 
@@ -11,6 +11,7 @@ from .protocol.content import (
 )
 from .protocol.context import Context, SyncContext
 from .protocol.jsonrpc import JSONRPCError
+from .protocol.registry import Header
 from .protocol.server import MCPServer, get_server
 
 __version__ = "0.1.0"
@@ -20,5 +21,5 @@ mcp = MCPServer("default")
 
 __all__ = [
     "mcp", "MCPServer", "get_server", "Context", "SyncContext", "JSONRPCError", "ToolError", "ToolResult",
-    "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "PromptMessage",
+    "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "PromptMessage", "Header",
 ]

@@ -105,7 +105,8 @@ async def test_an_unsupported_version_lists_what_is_supported():
     assert response.status == 400
     error = response.json["error"]
     assert error["code"] == -32022 and error["data"]["requested"] == "2099-01-01"
-    assert error["data"]["supported"][0] == "2026-07-28" and "2025-11-25" in error["data"]["supported"]
+    # Only what a request with this envelope may name: the session-era versions need initialize.
+    assert error["data"]["supported"] == ["2026-07-28"]
 
 
 @pytest.mark.parametrize("headers, fragment", [
@@ -298,3 +299,84 @@ async def test_closing_the_connection_cancels_the_request():
             break
         await asyncio.sleep(0.01)
     assert not worker.modern.calls
+
+
+async def test_several_questions_in_one_round_and_keys_the_tool_chose():
+    client = ModernCommunicator(application, capabilities={"elicitation": {}, "sampling": {}, "roots": {}})
+    first = await client.call_tool("test_input_required_result_multiple_inputs")
+    asks = first.result["inputRequests"]
+    assert {k: v["method"] for k, v in asks.items()} == {
+        "user_name": "elicitation/create", "greeting": "sampling/createMessage", "client_roots": "roots/list"}
+    answers = {"user_name": {"action": "accept", "content": {"name": "Ada"}},
+               "greeting": {"role": "assistant", "content": {"type": "text", "text": "Hello"}, "model": "m"},
+               "client_roots": {"roots": [{"uri": "file:///a"}]}}
+    done = await client.retry(first, answers)
+    assert done.result["content"][0]["text"] == "Hello Ada, with 1 root(s)"
+
+
+async def test_multi_round_state_changes_each_round():
+    client = ModernCommunicator(application, capabilities={"elicitation": {}})
+    r1 = await client.call_tool("test_input_required_result_multi_round")
+    assert list(r1.result["inputRequests"]) == ["step1"]
+    r2 = await client.retry(r1, {"step1": {"action": "accept", "content": {"name": "Ada"}}})
+    assert list(r2.result["inputRequests"]) == ["step2"]
+    assert r2.result["requestState"] != r1.result["requestState"]
+    r3 = await client.retry(r2, {"step2": {"action": "accept", "content": {"color": "blue"}}})
+    assert r3.result["content"][0]["text"] == "Ada likes blue"
+
+
+async def test_answers_without_state_are_taken_and_unknown_keys_ignored():
+    client = ModernCommunicator(application, capabilities={"elicitation": {}})
+    response = await client.call_tool("test_input_required_result_elicitation")
+    assert list(response.result["inputRequests"]) == ["user_name"]
+    direct = await client.request("tools/call", {
+        "name": "test_input_required_result_elicitation", "arguments": {},
+        "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Alice"}},
+                           "unexpected": {"action": "accept", "content": {}}}})
+    assert direct.result["content"][0]["text"] == "Hello, Alice!"
+    wrong_key = await client.request("tools/call", {
+        "name": "test_input_required_result_elicitation", "arguments": {},
+        "inputResponses": {"wrong_key": {"action": "accept", "content": {"data": "x"}}}})
+    assert list(wrong_key.result["inputRequests"]) == ["user_name"]
+
+
+@pytest.mark.parametrize("responses", [{"user_name": 12345}, {"user_name": {"action": "maybe"}}, None, []])
+async def test_malformed_answers_are_invalid_params(responses):
+    client = ModernCommunicator(application, capabilities={"elicitation": {}})
+    response = await client.request("tools/call", {"name": "test_input_required_result_elicitation",
+                                                   "arguments": {}, "inputResponses": responses})
+    assert response.json["error"]["code"] == -32602
+
+
+async def test_a_tool_asks_only_through_declared_capabilities():
+    client = ModernCommunicator(application, capabilities={"sampling": {}})
+    response = await client.call_tool("test_input_required_result_capabilities")
+    assert [a["method"] for a in response.result["inputRequests"].values()] == ["sampling/createMessage"]
+
+
+async def test_a_prompt_asks_too():
+    client = ModernCommunicator(application, capabilities={"elicitation": {}})
+    first = await client.request("prompts/get", {"name": "test_input_required_result_prompt"})
+    assert list(first.result["inputRequests"]) == ["user_context"]
+    done = await client.retry(first, {"user_context": {"action": "accept", "content": {"context": "tests"}}})
+    assert done.result["resultType"] == "complete" and "tests" in json.dumps(done.result["messages"])
+
+
+async def test_list_methods_never_ask():
+    client = ModernCommunicator(application, capabilities={"elicitation": {}})
+    for method in ("tools/list", "prompts/list"):
+        assert (await client.request(method)).result["resultType"] == "complete"
+
+
+async def test_the_same_tools_ask_over_a_session_as_server_requests():
+    """One tool API for both eras: on a 2025-11-25 session ctx.ask sends requests on the stream."""
+    client = MCPCommunicator(application)
+    await client.initialize({"elicitation": {}})
+    response = await client.call_tool("test_input_required_result_elicitation",
+                                      until=lambda e: e.data and "elicitation/create" in e.data)
+    ask = next(m for m in response.messages if m.get("method") == "elicitation/create")
+    assert ask["params"]["message"] == "What is your name?" and "id" in ask
+    await client.post({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept", "content": {"name": "Bo"}}})
+    stream = response.events[0].id
+    rest = await client.resume(stream)
+    assert rest.result["content"][0]["text"] == "Hello, Bo!"

@@ -8,7 +8,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from mcp_transport import Audio, Context, EmbeddedResource, Image, PromptMessage, ToolResult, mcp
+from mcp_transport import Audio, Context, EmbeddedResource, Header, Image, PromptMessage, ToolResult, mcp
 
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -189,6 +189,7 @@ JSON_SCHEMA_2020_12 = {
     "type": "object",
     "$defs": {
         "address": {
+            "$anchor": "address",
             "type": "object",
             "properties": {"street": {"type": "string"}, "city": {"type": "string"}},
         }
@@ -197,6 +198,10 @@ JSON_SCHEMA_2020_12 = {
         "name": {"type": "string"},
         "address": {"$ref": "#/$defs/address"},
     },
+    "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
+    "if": {"properties": {"name": {"const": "anonymous"}}, "required": ["name"]},
+    "then": {"not": {"required": ["address"]}},
+    "else": {},
     "additionalProperties": False,
 }
 
@@ -287,8 +292,131 @@ async def update_resource(ctx: Context, uri: str = "test://watched-resource") ->
     return f"updated {uri}"
 
 
+# The 2026-07-28 contract (the conformance suite's pre-release line)
+
+NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
+CONFIRM_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
+
+
+def _text(result: dict) -> str:
+    content = result.get("content")
+    if isinstance(content, list):
+        content = content[0] if content else {}
+    return content.get("text", "") if isinstance(content, dict) else ""
+
+
 @mcp.tool
-async def announce_tools_changed(ctx: Context) -> str:
+def test_header_param(region: Annotated[str, Header("Region")], query: str = "") -> str:
+    """Mirror `region` as the Mcp-Param-Region header (2026-07-28 clients send it; the server checks it)."""
+    return f"region={region} query={query}"
+
+
+@mcp.tool
+async def test_trigger_tool_change(ctx: Context) -> str:
     """Tell every listener that the tool list changed (sessions' GET streams, 2026-07-28 listen streams)."""
     await ctx.server.notify_list_changed("tools")
-    return "announced"
+    return "tools list changed"
+
+
+@mcp.tool
+async def test_trigger_prompt_change(ctx: Context) -> str:
+    """Tell every listener that the prompt list changed."""
+    await ctx.server.notify_list_changed("prompts")
+    return "prompts list changed"
+
+
+@mcp.tool
+async def test_missing_capability(ctx: Context) -> str:
+    """Needs the client's sampling capability (-32021 without it)."""
+    ctx.require_capability("sampling")
+    return "The client can sample."
+
+
+@mcp.tool
+async def test_streaming_elicitation(ctx: Context) -> str:
+    """Report progress, then ask the user to confirm (an input_required result on 2026-07-28)."""
+    await ctx.report_progress(0, 1, "asking")
+    answer = await ctx.elicit("Continue?", CONFIRM_SCHEMA, key="confirm")
+    return f"Streaming complete ({answer.get('action')})"
+
+
+@mcp.tool
+async def test_logging_tool(ctx: Context) -> str:
+    """Log at info level; a 2026-07-28 client sees the messages only when its request asks for a log level."""
+    await ctx.info("Logging tool started")
+    await ctx.info("Logging tool finished")
+    return "Logged."
+
+
+@mcp.tool
+async def test_input_required_result_elicitation(ctx: Context) -> str:
+    """Ask the user's name (key user_name), then greet them."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    return f"Hello, {(answer.get('content') or {}).get('name', 'stranger')}!"
+
+
+@mcp.tool
+async def test_input_required_result_sampling(ctx: Context) -> str:
+    """Ask the client's model a question (key capital_question)."""
+    answer = await ctx.sample("What is the capital of France?", max_tokens=100, key="capital_question")
+    return f"The model says: {_text(answer)}"
+
+
+@mcp.tool
+async def test_input_required_result_list_roots(ctx: Context) -> str:
+    """Ask the client for its roots (key client_roots)."""
+    roots = await ctx.list_roots(key="client_roots")
+    return f"The client has {len(roots)} root(s): " + ", ".join(r.get("uri", "") for r in roots)
+
+
+@mcp.tool
+async def test_input_required_result_request_state(ctx: Context) -> str:
+    """Ask for a confirmation (key confirm); the answer comes back with the request state."""
+    answer = await ctx.elicit("Confirm?", CONFIRM_SCHEMA, key="confirm")
+    return "state-ok" if (answer.get("content") or {}).get("ok") else "state-declined"
+
+
+@mcp.tool
+async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
+    """Ask three questions at once: the user's name, the model's greeting, the client's roots."""
+    answers = await ctx.ask({
+        "user_name": ctx.elicitation("What is your name?", NAME_SCHEMA),
+        "greeting": ctx.sampling("Say hello.", max_tokens=50),
+        "client_roots": ctx.roots_request(),
+    })
+    name = (answers["user_name"].get("content") or {}).get("name", "stranger")
+    return f"{_text(answers['greeting'])} {name}, with {len(answers['client_roots'].get('roots', []))} root(s)"
+
+
+@mcp.tool
+async def test_input_required_result_multi_round(ctx: Context) -> str:
+    """Ask the user's name, then (a second round) their favourite colour."""
+    name = await ctx.elicit("What is your name?", NAME_SCHEMA, key="step1")
+    color = await ctx.elicit("What is your favourite colour?", {
+        "type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}, key="step2")
+    return f"{(name.get('content') or {}).get('name')} likes {(color.get('content') or {}).get('color')}"
+
+
+@mcp.tool
+async def test_input_required_result_tampered_state(ctx: Context) -> str:
+    """Ask for a confirmation; a retry whose requestState was altered is refused."""
+    answer = await ctx.elicit("Confirm?", CONFIRM_SCHEMA, key="confirm")
+    return f"confirmed: {(answer.get('content') or {}).get('ok')}"
+
+
+@mcp.tool
+async def test_input_required_result_capabilities(ctx: Context) -> str:
+    """Ask only through what the client declared: elicitation if it can, else its model."""
+    if "elicitation" in ctx.client_capabilities:
+        answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+        return f"Hello, {(answer.get('content') or {}).get('name')}!"
+    answer = await ctx.sample("What is the user's name?", max_tokens=50, key="user_name_guess")
+    return f"The model guessed: {_text(answer)}"
+
+
+@mcp.prompt
+async def test_input_required_result_prompt(ctx: Context) -> list:
+    """A prompt that asks the user for context first (key user_context)."""
+    answer = await ctx.elicit("What should the prompt be about?", {
+        "type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}, key="user_context")
+    return [PromptMessage("user", f"Use this context: {(answer.get('content') or {}).get('context', '')}")]

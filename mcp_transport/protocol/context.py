@@ -1,6 +1,7 @@
 """What a tool, resource or prompt function sees of its request: declare a `ctx: Context` parameter."""
 from __future__ import annotations
 
+import asyncio
 import inspect
 from typing import Any, Protocol
 
@@ -8,6 +9,8 @@ from asgiref.sync import async_to_sync
 
 from . import jsonrpc
 
+INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",
+                      "roots/list": "roots"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 
 
@@ -124,43 +127,74 @@ class Context:
     async def send_notification(self, method: str, params: dict | None = None):
         await self.host.send(jsonrpc.notification(method, params))
 
-    async def send_request(self, method: str, params: dict | None = None, timeout: float | None = None) -> dict:
+    async def send_request(self, method: str, params: dict | None = None, timeout: float | None = None,
+                           key: str | None = None) -> dict:
         """Ask the client something and wait for its answer: on a session, a request on this request's
-        stream; on a modern request, the answer the retry brought, or the end of this round (`mrtr`)."""
+        stream; on a modern request, the answer its retry brought, or the end of this round (`mrtr`)."""
         if self.inputs is not None:
-            return self.inputs.answer(method, params)
+            key = key or self.inputs.next_key(method)
+            return self.inputs.answers({key: {"method": method, "params": params or {}}})[key]
         return await self.host.request(method, params, timeout)
 
-    def _require(self, capability: str):
+    async def ask(self, requests: dict[str, dict], timeout: float | None = None) -> dict[str, dict]:
+        """Several questions at once, key -> `ctx.elicitation(...)`, `ctx.sampling(...)` or
+        `ctx.roots_request()`; returns key -> the client's answer. On a modern request they go out
+        together in one input_required result; on a session, as concurrent requests."""
+        for request in requests.values():
+            self.require_capability(INPUT_CAPABILITIES[request["method"]])
+        if self.inputs is not None:
+            return self.inputs.answers(requests)
+        answers = await asyncio.gather(*(self.host.request(r["method"], r["params"] or None, timeout)
+                                         for r in requests.values()))
+        return dict(zip(requests, answers))
+
+    def require_capability(self, capability: str):
+        """Fail the request unless the client declared `capability` (-32021 on a modern request)."""
         if capability not in self.client_capabilities:
             if self.modern is not None:
                 raise MissingCapability(capability)
             raise ClientCapabilityError(capability)
 
-    async def elicit(self, message: str, requested_schema: dict | type, timeout: float | None = None) -> dict:
-        """`elicitation/create`; returns `{"action": ..., "content": ...}`."""
-        self._require("elicitation")
+    def elicitation(self, message: str, requested_schema: dict | type) -> dict:
+        """An `elicitation/create` question, for `ask`."""
         if isinstance(requested_schema, type):
             requested_schema = requested_schema.model_json_schema()
         params = {"message": message, "requestedSchema": requested_schema}
         if self.modern is not None or self.session is not None and self.session.protocol_version >= "2025-11-25":
             params["mode"] = "form"
-        return await self.send_request("elicitation/create", params, timeout)
+        return {"method": "elicitation/create", "params": params}
 
-    async def sample(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
-                     timeout: float | None = None, **params) -> dict:
-        """`sampling/createMessage`; a plain string is sent as one user text message."""
-        self._require("sampling")
+    def sampling(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
+                 **params) -> dict:
+        """A `sampling/createMessage` question, for `ask`; a plain string is one user text message."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
         params = {"messages": messages, "maxTokens": max_tokens, **params}
         if system_prompt is not None:
             params["systemPrompt"] = system_prompt
-        return await self.send_request("sampling/createMessage", params, timeout)
+        return {"method": "sampling/createMessage", "params": params}
 
-    async def list_roots(self, timeout: float | None = None) -> list[dict]:
-        self._require("roots")
-        result = await self.send_request("roots/list", None, timeout)
+    def roots_request(self) -> dict:
+        """A `roots/list` question, for `ask`."""
+        return {"method": "roots/list", "params": {}}
+
+    async def elicit(self, message: str, requested_schema: dict | type, timeout: float | None = None,
+                     key: str | None = None) -> dict:
+        """`elicitation/create`; returns `{"action": ..., "content": ...}`."""
+        self.require_capability("elicitation")
+        request = self.elicitation(message, requested_schema)
+        return await self.send_request(request["method"], request["params"], timeout, key)
+
+    async def sample(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
+                     timeout: float | None = None, key: str | None = None, **params) -> dict:
+        """`sampling/createMessage`; a plain string is sent as one user text message."""
+        self.require_capability("sampling")
+        request = self.sampling(messages, max_tokens=max_tokens, system_prompt=system_prompt, **params)
+        return await self.send_request(request["method"], request["params"], timeout, key)
+
+    async def list_roots(self, timeout: float | None = None, key: str | None = None) -> list[dict]:
+        self.require_capability("roots")
+        result = await self.send_request("roots/list", None, timeout, key)
         return result.get("roots", [])
 
     async def close_sse_stream(self, retry_ms: int | None = None):

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from ..conf import mcp_settings
 from . import jsonrpc
 from .context import LOG_LEVELS, Context
-from .dispatch import SUPPORTED_VERSIONS as LEGACY_VERSIONS
 from .dispatch import Dispatcher
 from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
 from .mrtr import InputRequired
@@ -34,15 +33,10 @@ CACHEABLE = ("server/discover", "tools/list", "prompts/list", "resources/list", 
 
 
 def unsupported_version(requested) -> JSONRPCError:
-    supported = list(served_versions())
+    """Lists what a 2026-07-28-style request may ask for (the session-era versions need initialize)."""
+    supported = list(MODERN_VERSIONS)
     return JSONRPCError(jsonrpc.UNSUPPORTED_PROTOCOL_VERSION, "Unsupported protocol version",
                         {"supported": supported, "requested": requested if isinstance(requested, str) else str(requested)})
-
-
-def served_versions() -> tuple[str, ...]:
-    """Every revision this endpoint answers, newest first: what a version error lists."""
-    eras = mcp_settings.PROTOCOL_ERAS
-    return (MODERN_VERSIONS if "modern" in eras else ()) + (LEGACY_VERSIONS if "legacy" in eras else ())
 
 
 @dataclass(frozen=True)
@@ -56,13 +50,14 @@ class RequestMeta:
 
     @classmethod
     def of(cls, params: dict | None) -> "RequestMeta":
-        """Raises -32022 for a revision not served here, -32602 for a malformed envelope."""
+        """Raises -32602 for a malformed envelope. Whether its version is served is `check_version`'s
+        business, after the headers were compared with it."""
         meta = (params or {}).get("_meta")
         if not isinstance(meta, dict) or VERSION_KEY not in meta:
             raise InvalidParams(f"Invalid params: _meta must carry {VERSION_KEY}")
         version = meta[VERSION_KEY]
-        if version not in MODERN_VERSIONS:
-            raise unsupported_version(version)
+        if not isinstance(version, str):
+            raise InvalidParams(f"Invalid params: {VERSION_KEY} must be a string")
         capabilities = meta.get(CAPABILITIES_KEY)
         if not isinstance(capabilities, dict):
             raise InvalidParams(f"Invalid params: _meta must carry {CAPABILITIES_KEY} (an object)")
@@ -73,6 +68,11 @@ class RequestMeta:
         if log_level is not None and log_level not in LOG_LEVELS:
             raise InvalidParams(f"Invalid params: {LOG_LEVEL_KEY} must be one of {', '.join(LOG_LEVELS)}")
         return cls(version, capabilities, client_info, log_level)
+
+    def check_version(self):
+        """-32022 for a revision this endpoint does not serve."""
+        if self.version not in MODERN_VERSIONS:
+            raise unsupported_version(self.version)
 
 
 def http_status(error_code: int) -> int:

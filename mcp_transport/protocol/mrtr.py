@@ -2,14 +2,17 @@
 
 A modern request cannot ask the client anything while it runs. When a tool asks (elicitation,
 sampling, roots) and the request carries no answer for it, the call ends with an
-`input_required` result; the client asks its user, then sends the same request again with
-the answers, and the tool runs again from the start. Its asks are numbered in the order it
-makes them: on the retry, the asks already answered return their answers at once and the
-first new one ends the call again. So a tool's work before an ask must be safe to repeat.
+`input_required` result; the client asks its user, then sends the same request again with the
+answers, and the tool runs again from the start. On that retry the asks already answered return
+their answers at once, and the first unanswered one ends the call again. So a tool's work before
+an ask must be safe to repeat.
 
-What the client must echo (`requestState`) is signed with Django's signing: the answers so far
-and the asks awaiting an answer, bound to the principal, the method, the tool/prompt/resource
-and a digest of the arguments, with an expiry. Any worker sharing the key can verify it.
+Each ask has a key: the tool's own (`ctx.ask({"user_name": ...})`, `ctx.elicit(..., key=...)`),
+or one numbered in the order the tool asks. What the client must echo (`requestState`) is signed
+with Django's signing: the answers so far and the asks awaiting an answer (each with a digest of
+the question, so an answer is never reused for another question), bound to the principal, the
+method, the tool/prompt/resource and a digest of its arguments, with an expiry. Any worker
+sharing the key can verify it.
 """
 from __future__ import annotations
 
@@ -20,12 +23,13 @@ from django.conf import settings
 from django.core import signing
 
 from ..conf import mcp_settings
+from .context import INPUT_CAPABILITIES
 from .jsonrpc import InvalidParams
 
 SALT = "mcp_transport.request_state"
-INPUT_METHODS = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling", "roots/list": "roots"}
 # Parameters that carry the previous round, not the request itself: they are not part of its digest.
 ROUND_PARAMS = ("_meta", "inputResponses", "requestState")
+ELICIT_ACTIONS = ("accept", "decline", "cancel")
 
 
 class InputRequired(BaseException):
@@ -57,24 +61,41 @@ def _key() -> str:
     return mcp_settings.REQUEST_STATE_KEY or settings.SECRET_KEY
 
 
-class Inputs:
-    """The answers a modern request brings (verified), and the asks of this round."""
+def check_response(key: str, method: str, response) -> dict:
+    """The client's answer has the shape of the result its question asks for (-32602 if not)."""
+    if not isinstance(response, dict):
+        raise InvalidParams(f"Invalid params: inputResponses.{key} must be an object")
+    if method == "elicitation/create" and response.get("action") not in ELICIT_ACTIONS:
+        raise InvalidParams(f"Invalid params: inputResponses.{key}.action must be one of {', '.join(ELICIT_ACTIONS)}")
+    if method == "sampling/createMessage" and not isinstance(response.get("content"), (dict, list)):
+        raise InvalidParams(f"Invalid params: inputResponses.{key} must be a sampling result with content")
+    if method == "roots/list" and not isinstance(response.get("roots"), list):
+        raise InvalidParams(f"Invalid params: inputResponses.{key}.roots must be a list")
+    return response
 
-    def __init__(self, bound: list, answered: dict | None = None):
+
+class Inputs:
+    """The answers a modern request brings (its state verified), for the tool's asks of this round."""
+
+    def __init__(self, bound: list, responses: dict | None = None, answered: dict | None = None,
+                 pending: dict | None = None):
         self.bound = bound
+        self.responses = responses or {}
         self.answered: dict[str, list] = answered or {}
+        # The asks the state says were sent, key -> digest; None without a state (a first round).
+        self.pending = pending
         self.asked = 0
 
     @classmethod
     def from_request(cls, principal: str, method: str, params: dict) -> "Inputs":
         """Raises InvalidParams (-32602) for state that is forged, expired or someone else's."""
         bound = binding(principal, method, params)
-        state = params.get("requestState")
-        responses = params.get("inputResponses")
-        if responses is not None and not isinstance(responses, dict):
+        responses = params.get("inputResponses", {})
+        if not isinstance(responses, dict):
             raise InvalidParams("Invalid params: 'inputResponses' must be an object")
-        if state is None:
-            return cls(bound)
+        if "requestState" not in params:
+            return cls(bound, responses)
+        state = params["requestState"]
         if not isinstance(state, str):
             raise InvalidParams("Invalid params: 'requestState' must be a string")
         try:
@@ -85,25 +106,33 @@ class Inputs:
             raise InvalidParams("Invalid params: requestState is not valid") from None
         if not isinstance(payload, dict) or payload.get("b") != bound:
             raise InvalidParams("Invalid params: requestState belongs to another request")
-        answered = dict(payload.get("a") or {})
-        for key, digest in (payload.get("p") or {}).items():
-            response = (responses or {}).get(key)
-            if isinstance(response, dict):
-                answered[key] = [digest, response]
-        return cls(bound, answered)
+        return cls(bound, responses, dict(payload.get("a") or {}), dict(payload.get("p") or {}))
 
-    def answer(self, method: str, params: dict | None) -> dict:
-        """The client's answer to this ask, or InputRequired ending the round with it."""
+    def next_key(self, method: str) -> str:
         self.asked += 1
-        key = f"{INPUT_METHODS[method]}-{self.asked}"
-        ask = {"method": method, "params": params or {}}
-        digest = _digest(ask)
-        known = self.answered.get(key)
-        if known is not None and known[0] == digest:
-            return known[1]
-        raise InputRequired({key: ask}, self.seal({key: digest}))
+        return f"{INPUT_CAPABILITIES[method]}-{self.asked}"
+
+    def answers(self, asks: dict[str, dict]) -> dict[str, dict]:
+        """The client's answer to each ask ({key: {"method", "params"}}), or InputRequired ending
+        the round with the ones it has not answered yet."""
+        found, missing = {}, {}
+        for key, ask in asks.items():
+            digest = _digest(ask)
+            known = self.answered.get(key)
+            if known is not None and known[0] == digest:
+                found[key] = known[1]
+                continue
+            response = self.responses.get(key)
+            if response is not None and (self.pending is None or self.pending.get(key) == digest):
+                found[key] = check_response(key, ask["method"], response)
+                self.answered[key] = [digest, found[key]]
+                continue
+            missing[key] = (ask, digest)
+        if missing:
+            raise InputRequired({key: ask for key, (ask, _) in missing.items()},
+                                self.seal({key: digest for key, (_, digest) in missing.items()}))
+        return found
 
     def seal(self, pending: dict) -> str:
-        answered = {k: v for k, v in self.answered.items() if int(k.rsplit("-", 1)[1]) < self.asked}
-        payload = {"b": self.bound, "a": answered, "p": pending}
+        payload = {"b": self.bound, "a": self.answered, "p": pending}
         return signing.dumps(payload, key=_key(), salt=SALT, compress=True)

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 
 from . import content
 from .context import Context, SyncContext
@@ -91,6 +91,13 @@ class ArgumentsError(InvalidParams):
         ]
         summary = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}" for e in errors)
         super().__init__(f"Invalid arguments: {summary}", {"errors": errors})
+
+
+def Header(name: str, **field):
+    """Mirror a tool argument as the `Mcp-Param-{name}` HTTP header (2026-07-28's `x-mcp-header`):
+    `region: Annotated[str, Header("Region")]`. Clients send it; the server checks it matches."""
+    extra = dict(field.pop("json_schema_extra", None) or {}, **{"x-mcp-header": name})
+    return Field(json_schema_extra=extra, **field)
 
 
 def _camel(name: str) -> str:

@@ -151,6 +151,7 @@ class ModernPost:
                 raise modern.unsupported_version((message.params or {}).get("protocolVersion"))
             meta = modern.RequestMeta.of(message.params)
             check_headers(endpoint.headers, message, meta, self.server)
+            meta.check_version()
             if not self.server.modern.knows(message.method):
                 raise jsonrpc.MethodNotFound(message.method)
             params = message.params or {}
