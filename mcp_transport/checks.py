@@ -62,7 +62,7 @@ def check_settings(app_configs=None, **kwargs):
         errors.append(checks.Warning("KEEPALIVE_SECONDS should be well below SESSION_IDLE_TIMEOUT.",
                                      id="mcp_transport.W003"))
     for key in ("MAX_SESSIONS_PER_PRINCIPAL", "MAX_STREAMS_PER_SESSION", "MAX_EVENTS_PER_STREAM",
-                "MAX_BYTES_PER_STREAM", "MAX_EARLY_RECONNECTS"):
+                "MAX_BYTES_PER_STREAM", "MAX_EARLY_RECONNECTS", "MAX_REQUESTS_PER_PRINCIPAL"):
         value = config[key]
         if not isinstance(value, int) or isinstance(value, bool) or value < 0:
             errors.append(checks.Error(f"{key} must be a non-negative int.", id="mcp_transport.E018"))
@@ -90,7 +90,67 @@ def check_settings(app_configs=None, **kwargs):
         errors.append(checks.Warning("Put 'daphne' before django.contrib.staticfiles in INSTALLED_APPS so that "
                                      "runserver serves MCP with daphne.", id="mcp_transport.W004"))
     errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
+    errors += _check_modern(config)
     return errors
+
+
+def _check_modern(config: dict) -> list:
+    errors = []
+    eras = config["PROTOCOL_ERAS"]
+    if (not isinstance(eras, (list, tuple)) or not eras or not all(e in ("modern", "legacy") for e in eras)):
+        errors.append(checks.Error('PROTOCOL_ERAS must list "modern", "legacy" or both.', id="mcp_transport.E019"))
+    key = config["REQUEST_STATE_KEY"]
+    if key is not None and (not isinstance(key, str) or len(key) < 32):
+        errors.append(checks.Error("REQUEST_STATE_KEY must be None (SECRET_KEY) or a secret string of 32 "
+                                   "characters or more, the same on every worker.", id="mcp_transport.E020"))
+    if not _positive_number(config["REQUEST_STATE_SECONDS"]):
+        errors.append(checks.Error("REQUEST_STATE_SECONDS must be a positive number.", id="mcp_transport.E021"))
+    ttl = config["CACHE_TTL_MS"]
+    if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
+        errors.append(checks.Error("CACHE_TTL_MS must be a non-negative int.", id="mcp_transport.E022"))
+    return errors
+
+
+@checks.register("mcp_transport")
+def check_tools(app_configs=None, **kwargs):
+    """Tool arguments mirrored as headers (`x-mcp-header`) must be what clients accept: clients
+    drop a tool whose annotation breaks a rule, so it would silently vanish from their lists."""
+    from .protocol.server import servers
+
+    errors = []
+    for server in servers.values():
+        for tool in server.tools.values():
+            for problem in header_param_problems(tool):
+                errors.append(checks.Error(f"Tool {tool.name!r} of server {server.name!r}: {problem}",
+                                           obj=tool.fn, id="mcp_transport.E023"))
+    return errors
+
+
+_TCHAR = set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+def header_param_problems(tool) -> list[str]:
+    problems, seen = [], set()
+    schema = tool.input_schema or tool.signature.schema()
+    for path, name in tool.header_params:
+        where = ".".join(path)
+        if not name or not set(name) <= _TCHAR:
+            problems.append(f"x-mcp-header {name!r} on {where} is not an HTTP header name token.")
+        if name.lower() in seen:
+            problems.append(f"x-mcp-header {name!r} is used twice (header names ignore case).")
+        seen.add(name.lower())
+        prop = schema
+        for key in path:
+            prop = prop["properties"][key]
+        types = prop.get("type")
+        if "type" not in prop and isinstance(prop.get("anyOf"), list):
+            types = [option.get("type") for option in prop["anyOf"] if isinstance(option, dict)]
+            types = [t for t in types if t != "null"]
+        types = types if isinstance(types, list) else [types]
+        if not types or any(t not in ("string", "integer", "boolean") for t in types):
+            problems.append(f"x-mcp-header {name!r} is on {where}, of type {prop.get('type', types)}: only "
+                            "string, integer and boolean arguments may be mirrored as headers.")
+    return problems
 
 
 def _check_redis_layer(layers: dict) -> list:

@@ -39,6 +39,7 @@ DEFAULTS = {
     "MAX_EVENTS_PER_STREAM": 100_000,
     "MAX_BYTES_PER_STREAM": 64 * 1024 * 1024,
     "MAX_EARLY_RECONNECTS": 3,
+    "MAX_REQUESTS_PER_PRINCIPAL": 64,
     # Which protocol eras the endpoint serves: "modern" (2026-07-28: stateless, per-request _meta)
     # and "legacy" (2025-11-25 and earlier: initialize, sessions, the GET stream).
     "PROTOCOL_ERAS": ["modern", "legacy"],

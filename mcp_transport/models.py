@@ -391,6 +391,48 @@ class Worker(models.Model):
         raise ValueError(f"Unknown worker liveness {state!r}")
 
 
+class ModernRequestQuerySet(models.QuerySet):
+    def on_running_workers(self, cutoffs: Cutoffs | None = None):
+        """Held by a worker that is alive or stopping: the rest went with their worker."""
+        return self.filter(worker__in=Worker.objects.running(cutoffs).values("id"))
+
+    def orphaned(self, cutoffs: Cutoffs | None = None):
+        return self.exclude(worker__in=Worker.objects.running(cutoffs).values("id"))
+
+
+class ModernRequest(models.Model):
+    """A 2026-07-28 request a worker holds open: a `subscriptions/listen` stream, or a call that
+    has been running for a while (quick calls are never written). The row lives as long as the
+    request; nothing of the request's messages is stored (that revision resumes nothing)."""
+
+    class Kind(models.TextChoices):
+        LISTEN = "listen", "listen stream"
+        CALL = "call", "call"
+
+    id = models.BigAutoField(primary_key=True)
+    kind = models.CharField(max_length=8, choices=Kind.choices)
+    server = models.CharField(max_length=100, default="default")
+    worker = models.CharField(max_length=100, db_index=True, help_text="The worker holding it")
+    method = models.CharField(max_length=100)
+    name = models.TextField(blank=True, help_text="The tool or prompt name, or the resource URI")
+    request_id = models.TextField(blank=True, help_text="JSON-encoded JSON-RPC id")
+    principal = models.CharField(max_length=200, blank=True, db_index=True)
+    client_name = models.CharField(max_length=200, blank=True)
+    client_version = models.CharField(max_length=100, blank=True)
+    notifications = models.JSONField(default=dict, blank=True, help_text="A listen stream's agreed filter")
+    started_at = models.DateTimeField(default=timezone.now)
+
+    objects = ModernRequestQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-started_at"]
+        verbose_name = "modern request"
+        verbose_name_plural = "modern requests (2026-07-28)"
+
+    def __str__(self):
+        return f"{self.get_kind_display()} {self.method} {self.name}".strip()
+
+
 class Delivery(models.Model):
     """A message for one worker that must not be lost with a channel-layer message: a client's
     answer to a tool's request, or a cancellation. The worker's sweep reads what the relay missed."""

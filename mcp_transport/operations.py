@@ -12,6 +12,8 @@ lost channel-layer message only delays it until the worker's sweep:
 - `terminate_session`: the session is terminated in the table (clients get 404 and
   re-initialize), then its requests are cancelled, its connections ended and every worker
   forgets it.
+- `end_modern_request`: `mcp.end_modern` to the worker holding a 2026-07-28 listen stream or
+  call: the stream ends with its result (the client may listen again), the call with an error.
 - `prune`: `storage.store.prune()`, the code of `manage.py mcp_prune`.
 
 These run synchronously (`async_to_sync` around the layer), in a view or a shell. Each asks for
@@ -25,7 +27,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from .execution import errors
-from .models import Cutoffs, Session, Stream
+from .models import Cutoffs, ModernRequest, Session, Stream
 from .storage import store
 from .wakeups import messages
 from .wakeups.relay import ALL_WORKERS, NoChannelLayer, Sender  # noqa: F401  (NoChannelLayer: raised here)
@@ -112,6 +114,16 @@ def terminate_session(session: Session) -> Outcome:
                          "its client gets 404 and must initialize again.")
 
 
+def end_modern_request(request: ModernRequest, reason: str = "Ended by an operator") -> Outcome:
+    """End a 2026-07-28 listen stream (with its final result) or call (with a JSON-RPC error)."""
+    if not ModernRequest.objects.filter(pk=request.pk).on_running_workers().exists():
+        store.close_modern([request.pk])
+        return Outcome(False, f"The worker of {request} ({request.worker}) is gone; its row was removed.")
+    sender().send(messages.end_modern(request.worker, request.pk, reason))
+    what = "listen stream ends" if request.kind == ModernRequest.Kind.LISTEN else "call is cancelled"
+    return Outcome(True, f"Ending {request} on {request.worker}: the {what}.")
+
+
 def prune_preview() -> dict:
     """What `prune()` would delete now: the querysets `storage.store.prune` deletes."""
     sessions = Session.objects.prunable()
@@ -122,5 +134,5 @@ def prune_preview() -> dict:
 def prune() -> Outcome:
     """`manage.py mcp_prune`: expired and terminated sessions, finished streams past their retention."""
     counts = store.prune()
-    return Outcome(True, f"Pruned {counts['sessions']} session rows and {counts['streams']} stream rows "
-                         "(with their events).")
+    return Outcome(True, f"Pruned {counts['sessions']} session rows, {counts['streams']} stream rows "
+                         f"(with their events) and {counts['modern']} modern request rows of workers that are gone.")

@@ -203,16 +203,18 @@ class ModernCommunicator(MCPCommunicator):
     """
 
     def __init__(self, application, path: str = "/mcp", host: str = "localhost", *,
-                 capabilities: dict | None = None, log_level: str | None = None):
+                 capabilities: dict | None = None, log_level: str | None = None,
+                 client_info: dict | None = None):
         super().__init__(application, path, host, MODERN_VERSION)
         self.capabilities = capabilities or {}
         self.log_level = log_level
+        self.client_info = client_info or {"name": "mcp_transport.testing", "version": "1"}
         self.sent: dict[int, dict] = {}
 
     def envelope(self, params: dict | None) -> dict:
         meta = {"io.modelcontextprotocol/protocolVersion": self.version,
                 "io.modelcontextprotocol/clientCapabilities": self.capabilities,
-                "io.modelcontextprotocol/clientInfo": {"name": "mcp_transport.testing", "version": "1"}}
+                "io.modelcontextprotocol/clientInfo": self.client_info}
         if self.log_level:
             meta["io.modelcontextprotocol/logLevel"] = self.log_level
         params = dict(params or {})

@@ -1,4 +1,5 @@
 """Limits: each a setting, each answered with a clear error, each logged."""
+import asyncio
 import logging
 
 import pytest
@@ -8,7 +9,8 @@ from django.test import override_settings
 
 from example_project.asgi import application
 from mcp_transport.auth import create_token
-from mcp_transport.testing import MCPCommunicator
+from mcp_transport.execution.worker import worker
+from mcp_transport.testing import MCPCommunicator, ModernCommunicator
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -126,3 +128,28 @@ async def test_oversized_bodies_are_refused_and_logged(caplog):
             response = await client.send("POST", b"{" + b" " * 200 + b"}")
     assert response.status == 413 and response.json["error"]["code"] == -32600
     assert "Limit hit: MAX_REQUEST_BYTES" in caplog.text
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"],
+                                  "MAX_REQUESTS_PER_PRINCIPAL": 1})
+async def test_modern_requests_in_flight_per_principal():
+    """2026-07-28 has no sessions: its calls and listen streams are counted per principal."""
+    token = (await sync_to_async(lambda: create_token(User.objects.create_user("kim")))())[1]
+    auth = {"authorization": f"Bearer {token}"}
+    holder, other = ModernCommunicator(application), ModernCommunicator(application)
+    started = asyncio.Event()
+
+    async def hold():
+        return await holder.request("tools/call", {"name": "progress", "arguments": {"count": 5, "delay": 0.2},
+                                                   "_meta": {"progressToken": 1}}, headers=auth, timeout=5)
+
+    task = asyncio.ensure_future(hold())
+    while not worker.modern.per_principal:
+        await asyncio.sleep(0.01)
+    refused = await other.call_tool("echo", {"message": "x"}, headers=auth)
+    assert refused.status == 429 and refused.json["error"]["code"] == -32003
+    assert "MAX_REQUESTS_PER_PRINCIPAL" in refused.json["error"]["message"]
+    anonymous = await other.call_tool("echo", {"message": "x"})
+    assert anonymous.status in (200, 401)
+    assert (await task).result["content"][0]["text"] == "done 5"
+    assert (await other.call_tool("echo", {"message": "after"}, headers=auth)).result["content"][0]["text"] == "after"

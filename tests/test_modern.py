@@ -4,6 +4,7 @@ import base64
 import json
 
 import pytest
+from asgiref.sync import sync_to_async
 from django.core import signing
 from django.test import override_settings
 
@@ -380,3 +381,118 @@ async def test_the_same_tools_ask_over_a_session_as_server_requests():
     stream = response.events[0].id
     rest = await client.resume(stream)
     assert rest.result["content"][0]["text"] == "Hello, Bo!"
+
+
+# What an operator sees and does: ModernRequest rows, the admin page, mcp_status
+
+
+async def _rows(**filters):
+    from mcp_transport.models import ModernRequest
+    return await sync_to_async(lambda: list(ModernRequest.objects.filter(**filters)))()
+
+
+async def _end_through_the_relay(row, reason=None):
+    """What the admin does (operations.end_modern_request), down to the control message on the
+    channel layer, then this worker's relay handling that message (a real daphne: test_deploy)."""
+    from channels.layers import get_channel_layer
+    from mcp_transport import operations
+    from mcp_transport.wakeups import messages
+
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(messages.worker_group(row.worker), channel)
+    try:
+        args = (row,) if reason is None else (row, reason)
+        outcome = await sync_to_async(operations.end_modern_request)(*args)
+        message = await asyncio.wait_for(layer.receive(channel), 2)
+    finally:
+        await layer.group_discard(messages.worker_group(row.worker), channel)
+    assert message["type"] == messages.END_MODERN and message["row"] == row.pk
+    worker.relay.handle(message)
+    return outcome
+
+
+async def _wait_rows(count, **filters):
+    for _ in range(300):
+        rows = await _rows(**filters)
+        if len(rows) == count:
+            return rows
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"expected {count} rows for {filters}, have {await _rows(**filters)}")
+
+
+async def test_a_listen_stream_has_a_row_while_it_lasts_and_an_operator_can_end_it():
+    listener = ModernCommunicator(application, client_info={"name": "ended-listener", "version": "1"})
+    seen = {}
+
+    async def operator():
+        (row,) = await _wait_rows(1, kind="listen", client_name="ended-listener")
+        seen["row"] = row
+        seen["outcome"] = await _end_through_the_relay(row)
+
+    task = asyncio.ensure_future(operator())
+    response = await listener.request("subscriptions/listen", {"notifications": {"toolsListChanged": True}},
+                                      timeout=5)
+    await task
+    row = seen["row"]
+    assert row.method == "subscriptions/listen" and row.notifications == {"toolsListChanged": True}
+    assert row.request_id == json.dumps(response.request["id"])
+    assert seen["outcome"].done
+    assert response.complete and response.messages[-1]["result"]["resultType"] == "complete"
+    await _wait_rows(0, kind="listen", client_name="ended-listener")
+
+
+async def test_a_long_call_gets_a_row_a_quick_one_never_and_an_operator_cancel_answers_an_error():
+    client = ModernCommunicator(application, client_info={"name": "long-caller", "version": "1"})
+    await client.call_tool("echo", {"message": "quick"})
+    assert await _rows(kind="call", client_name="long-caller") == []
+    seen = {}
+
+    async def operator():
+        (row,) = await _wait_rows(1, kind="call", client_name="long-caller")
+        seen["row"] = row
+        seen["outcome"] = await _end_through_the_relay(row, "too slow")
+
+    task = asyncio.ensure_future(operator())
+    response = await client.call_tool("progress", {"count": 40, "delay": 0.1}, timeout=10)
+    await task
+    assert seen["row"].name == "progress" and seen["row"].method == "tools/call"
+    assert response.json["error"]["code"] == -32800 and response.json["error"]["data"] == {"reason": "too slow"}
+    await _wait_rows(0, kind="call", client_name="long-caller")
+
+
+async def test_admin_page_and_status_count_what_is_open():
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+    from mcp_transport.management.commands.mcp_status import collect
+    from mcp_transport.models import ModernRequest
+
+    listener = ModernCommunicator(application, client_info={"name": "counted", "version": "1"})
+    seen = {}
+
+    async def look():
+        await _wait_rows(1, kind="listen", client_name="counted")
+        await _wait_rows(1, kind="listen")
+
+        def render():
+            user = get_user_model().objects.create_superuser("root", "root@example.com", "pw")
+            web = Client()
+            web.force_login(user)
+            page = web.get(reverse("admin:mcp_transport_modernrequest_changelist"))
+            row = seen["row"] = ModernRequest.objects.get(client_name="counted")
+            detail = web.get(reverse("admin:mcp_transport_modernrequest_change", args=[row.pk]))
+            return page.status_code, page.content.decode(), detail.content.decode(), collect()
+
+        seen["page"] = await sync_to_async(render)()
+        worker.modern.end_listens()
+
+    task = asyncio.ensure_future(look())
+    await listener.request("subscriptions/listen", {"notifications": {"promptsListChanged": True}}, timeout=5)
+    await task
+    status, page, detail, state = seen["page"]
+    assert status == 200 and "subscriptions/listen" in page and "promptsListChanged" in page
+    assert "mcp-end-modern" in detail
+    assert state["modern"] == {"listen_streams": 1, "long_calls": 0}
+    (mine,) = [w for w in state["workers"] if w["id"] == worker.id]
+    assert mine["modern"] == {"listen_streams": 1, "long_calls": 0}

@@ -101,3 +101,42 @@ def test_policies():
     backoff = policies.ExponentialRetry()
     assert [backoff.retry_ms(policies.Connection(1, "request", reconnects=n)) for n in (0, 1, 2, 10)] == [
         1000, 2000, 4000, 30000]
+
+
+def test_bad_modern_era_settings_get_stable_ids():
+    bad = {"PROTOCOL_ERAS": ["modern", "2026"], "REQUEST_STATE_KEY": "short", "REQUEST_STATE_SECONDS": 0,
+           "CACHE_TTL_MS": -1}
+    with override_settings(MCP_TRANSPORT=bad):
+        assert ids(check_settings()) == ["mcp_transport.E019", "mcp_transport.E020", "mcp_transport.E021",
+                                         "mcp_transport.E022"]
+    with override_settings(MCP_TRANSPORT={"PROTOCOL_ERAS": [], "REQUEST_STATE_KEY": "k" * 40}):
+        assert ids(check_settings()) == ["mcp_transport.E019"]
+    with override_settings(MCP_TRANSPORT={"PROTOCOL_ERAS": ["legacy"], "CACHE_TTL_MS": 0}):
+        assert check_settings() == []
+
+
+def test_header_params_clients_would_reject_are_check_errors():
+    from typing import Annotated
+
+    from mcp_transport import Header, MCPServer
+    from mcp_transport.checks import check_tools, header_param_problems
+    from mcp_transport.protocol import server as servers
+
+    other = MCPServer("header-checks")
+    try:
+        @other.tool
+        def good(region: Annotated[str, Header("Region")], count: Annotated[int | None, Header("Count")] = None):
+            """Fine: a string and an optional integer."""
+
+        @other.tool
+        def bad(a: Annotated[float, Header("Ratio")], b: Annotated[str, Header("ratio")],
+                c: Annotated[str, Header("Bad Name")]):
+            """A number, a duplicate name (case-insensitively), a name that is no header token."""
+
+        assert header_param_problems(other.tools["good"]) == []
+        problems = header_param_problems(other.tools["bad"])
+        assert len(problems) == 3 and "only string, integer and boolean" in problems[0]
+        assert "used twice" in problems[1] and "not an HTTP header name token" in problems[2]
+        assert ids(check_tools()) == ["mcp_transport.E023"] * 3
+    finally:
+        del servers.servers["header-checks"]

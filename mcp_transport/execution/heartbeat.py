@@ -52,6 +52,7 @@ class Heartbeat:
 
     async def beat(self):
         await store.aheartbeat(socket.gethostname(), os.getpid())
+        await store.aforget_orphaned_modern()
         failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)

@@ -2,8 +2,9 @@
 
 Nothing here is stored per message: a modern request's progress and log messages go straight to
 its own connection (the revision has no resumption), and closing that connection cancels it.
-What an operator must see (the listen streams, the calls running for a while) is listed in the
-worker's heartbeat row instead, and the worker ends both cleanly on shutdown.
+What an operator must see has a `ModernRequest` row while it lasts: every listen stream, and every
+call still running after RECORD_AFTER_SECONDS (a quick call costs no write). The admin can end
+either (`END_MODERN` through the relay); the worker ends both cleanly on shutdown.
 
 Change notifications reach listen streams on every worker: the worker where the change happened
 delivers to its own and tells the others through the relay (`NOTIFY`).
@@ -12,8 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import logging
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 
 from django.conf import settings
@@ -22,12 +25,28 @@ from ..protocol import jsonrpc, modern
 from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.mrtr import Inputs
+from ..conf import mcp_settings
+from ..limits import hit
+from ..models import ModernRequest
+from ..storage import store
 from ..storage.executor import BatchExecutor
 from ..wakeups.relay import Relay
+from . import errors
 
 logger = logging.getLogger("mcp_transport")
 
 ENDED = object()  # put on a listen stream's queue: the server ends it (a result, then the close)
+RECORD_AFTER_SECONDS = 1.0
+
+
+def _json_id(request_id) -> str:
+    return json.dumps(request_id)
+
+
+def _client(meta) -> tuple[str, str]:
+    info = (meta.client_info if meta is not None else None) or {}
+    name, version = info.get("name", ""), info.get("version", "")
+    return (name if isinstance(name, str) else "", version if isinstance(version, str) else "")
 
 
 class ModernHost:
@@ -74,10 +93,9 @@ class Call:
     principal: str
     started: float = field(default_factory=time.time)
     task: asyncio.Task | None = None
+    row: asyncio.Future | None = None  # its ModernRequest id, once written
+    ended_by_operator: str | None = None
 
-    def describe(self) -> dict:
-        return {"id": self.number, "server": self.server, "method": self.method, "name": self.name,
-                "principal": self.principal, "started": self.started}
 
 
 @dataclass
@@ -92,10 +110,8 @@ class Listen:
     started: float = field(default_factory=time.time)
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     sent: int = 0
+    row: asyncio.Future | None = None
 
-    def describe(self) -> dict:
-        return {"id": self.number, "server": self.server, "filter": self.agreed, "principal": self.principal,
-                "started": self.started, "sent": self.sent}
 
 
 class ModernRequests:
@@ -107,16 +123,31 @@ class ModernRequests:
         self.calls: dict[int, Call] = {}
         self.listens: dict[int, Listen] = {}
         self._numbers = itertools.count(1)
+        self.per_principal: Counter[str] = Counter()
+
+    def admit(self, principal: str):
+        """MAX_REQUESTS_PER_PRINCIPAL: calls and listen streams in flight per authenticated principal,
+        counted on this worker. Every admitted request is `release`d when it ends."""
+        limit = mcp_settings.MAX_REQUESTS_PER_PRINCIPAL
+        if principal and limit and self.per_principal[principal] >= limit:
+            raise hit(f"MAX_REQUESTS_PER_PRINCIPAL ({limit}) requests in flight", principal=principal)
+        self.per_principal[principal] += 1
+
+    def release(self, principal: str):
+        self.per_principal[principal] -= 1
+        if self.per_principal[principal] <= 0:
+            del self.per_principal[principal]
 
     async def run(self, server, message, scope, meta: modern.RequestMeta, inputs: Inputs | None, emit,
                   principal: str = "") -> dict:
-        """Run one request to its JSON-RPC response; its notifications go to `emit` on the way."""
+        """Run one request (`admit`ted) to its JSON-RPC response; its notifications go to `emit` on the way."""
         params = message.params or {}
         name = params.get("name", params.get("uri", ""))
         call = Call(next(self._numbers), server.name, message.method, name if isinstance(name, str) else "",
                     principal)
         call.task = asyncio.current_task()
         self.calls[call.number] = call
+        timer = asyncio.get_running_loop().call_later(RECORD_AFTER_SECONDS, self._record_call, call, message, meta)
         user = (scope or {}).get("user")
         ctx = Context(server=server, session=None, request_id=message.id, params=params,
                       host=ModernHost(self, server, emit), user=user if getattr(user, "is_authenticated", False)
@@ -125,20 +156,70 @@ class ModernRequests:
             return jsonrpc.result(message.id, await server.modern.handle(message.method, params, ctx))
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc)
+        except asyncio.CancelledError:
+            if call.ended_by_operator is None:
+                raise
+            return errors.operator_cancelled(message.id, call.ended_by_operator)
         except Exception as exc:
             logger.exception("Request %s %r failed", message.method, message.id)
             text = "Internal error" + (f": {type(exc).__name__}: {exc}" if settings.DEBUG else "")
             return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text)
         finally:
+            timer.cancel()
             self.calls.pop(call.number, None)
+            self.release(principal)
+            self._forget(call.row)
 
-    def open_listen(self, server_name: str, listen_id, agreed: dict, principal: str = "") -> Listen:
+    def _record_call(self, call: Call, message, meta):
+        client_name, client_version = _client(meta)
+        call.row = asyncio.ensure_future(store.aopen_modern(
+            ModernRequest.Kind.CALL, call.server, call.method, call.name, _json_id(message.id), call.principal,
+            client_name, client_version))
+        call.row.add_done_callback(_log_failure)
+
+    def _forget(self, row: asyncio.Future | None):
+        """Delete a request's row once it is written (a write still queued is waited for)."""
+        if row is None:
+            return
+
+        async def close():
+            try:
+                row_id = await row
+            except Exception:
+                return
+            await store.aclose_modern([row_id])
+
+        asyncio.ensure_future(close()).add_done_callback(_log_failure)
+
+    def open_listen(self, server_name: str, listen_id, agreed: dict, principal: str = "", meta=None) -> Listen:
+        """A listen stream (`admit`ted), held until `close_listen`."""
         listen = Listen(next(self._numbers), server_name, listen_id, agreed, principal)
         self.listens[listen.number] = listen
+        client_name, client_version = _client(meta)
+        listen.row = asyncio.ensure_future(store.aopen_modern(
+            ModernRequest.Kind.LISTEN, server_name, "subscriptions/listen", "", _json_id(listen_id), principal,
+            client_name, client_version, agreed))
+        listen.row.add_done_callback(_log_failure)
         return listen
 
     def close_listen(self, listen: Listen):
-        self.listens.pop(listen.number, None)
+        if self.listens.pop(listen.number, None) is not None:
+            self.release(listen.principal)
+            self._forget(listen.row)
+
+    def end_recorded(self, row_id: int, reason: str | None = None) -> bool:
+        """An operator ends a request by its row (the admin): a listen stream gets its final result,
+        a call is cancelled and answered with a JSON-RPC error."""
+        for listen in list(self.listens.values()):
+            if _row_id(listen.row) == row_id:
+                listen.queue.put_nowait(ENDED)
+                return True
+        for call in list(self.calls.values()):
+            if _row_id(call.row) == row_id and call.task is not None and not call.task.done():
+                call.ended_by_operator = reason or "Ended by an operator"
+                call.task.cancel()
+                return True
+        return False
 
     async def notify(self, server_name: str, method: str, params: dict | None = None):
         """A change: to this worker's listen streams now, to the other workers' through the relay."""
@@ -160,7 +241,14 @@ class ModernRequests:
             if call.task is not None and not call.task.done():
                 call.task.cancel()
 
-    def snapshot(self) -> dict:
-        """What the heartbeat row shows the admin: the listen streams, and the calls in flight."""
-        return {"listens": [listen.describe() for listen in self.listens.values()],
-                "calls": [call.describe() for call in self.calls.values()]}
+
+
+def _row_id(row: asyncio.Future | None) -> int | None:
+    if row is None or not row.done() or row.cancelled() or row.exception() is not None:
+        return None
+    return row.result()
+
+
+def _log_failure(future: asyncio.Future):
+    if not future.cancelled() and future.exception() is not None:
+        logger.warning("Recording a modern request failed", exc_info=future.exception())

@@ -34,6 +34,7 @@ class Worker:
         self.relay.on(wakeups.RESPOND, self.requests.resolve_here)
         self.relay.on(wakeups.SESSION_END, self.requests.cancel_session)
         self.relay.on(wakeups.NOTIFY, self.modern.deliver)
+        self.relay.on(wakeups.END_MODERN, self.modern.end_recorded)
 
     def __repr__(self):
         return f"<Worker {self.id}>"

@@ -20,8 +20,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..models import (Delivery, Event, Session, Stream, StreamConnection, Subscription, Worker, hash_uri,
-                      retention_cutoff)
+from ..models import (Delivery, Event, ModernRequest, Session, Stream, StreamConnection, Subscription, Worker,
+                      hash_uri, retention_cutoff)
 from .records import (
     MAX_ROW_ID, PRIMING, WORKER, NewRequestStream, PendingStream, StoredEvent, early_events, message_kinds,
     stream_pk,
@@ -33,6 +33,13 @@ NO_TRANSACTION = nullcontext()
 # max_allowed_packet (16 MB by default), however small each event; UTF-8 takes at most 4 bytes
 # a character.
 INSERT_CHARS = 2_000_000
+
+
+def _storable(text, max_length: int | None = None) -> str:
+    """Client-given text as every database stores it: no NUL (PostgreSQL refuses it), cut to the column."""
+    text = text if isinstance(text, str) else ""
+    text = text.replace("\x00", "\ufffd")
+    return text[:max_length] if max_length else text
 
 
 class Store:
@@ -329,7 +336,28 @@ class Store:
         )
 
     def prune(self) -> dict:
-        """Delete expired and terminated sessions, and finished streams past their retention."""
+        """Delete expired and terminated sessions, finished streams past their retention, and the
+        modern requests of workers that are gone."""
         streams, _ = self.rows(Stream).past_retention().delete()
         sessions, _ = self.rows(Session).prunable().delete()
-        return {"streams": streams, "sessions": sessions}
+        modern = self.forget_orphaned_modern()
+        return {"streams": streams, "sessions": sessions, "modern": modern}
+
+    # 2026-07-28 requests held open
+
+    def open_modern(self, kind: str, server: str, method: str, name: str, request_id: str, principal: str,
+                    client_name: str, client_version: str, notifications: dict) -> int:
+        return self.rows(ModernRequest).create(
+            kind=kind, server=server[:100], worker=WORKER, method=_storable(method, 100), name=_storable(name),
+            request_id=_storable(request_id), principal=_storable(principal, 200),
+            client_name=_storable(client_name, 200), client_version=_storable(client_version, 100),
+            notifications=notifications,
+        ).pk
+
+    def close_modern(self, row_ids: list[int]):
+        self.rows(ModernRequest).filter(pk__in=row_ids).delete()
+
+    def forget_orphaned_modern(self) -> int:
+        """Rows of workers no longer running: what they held went with them."""
+        deleted, _ = self.rows(ModernRequest).orphaned().delete()
+        return deleted

@@ -130,22 +130,6 @@ def append(stream: int | PendingStream, payloads: list[str], finish: str | None 
     return current().append(stream, payloads, finish)
 
 
-# Payload characters in one INSERT at most (the ORM path): MySQL and MariaDB refuse a statement
-# above max_allowed_packet (16 MB by default), however small each event; UTF-8 takes at most 4
-# bytes a character.
-INSERT_CHARS = 2_000_000
-
-
-def _insert_events(events: list[Event]):
-    start, size = 0, 0
-    for i, event in enumerate(events):
-        if size and size + len(event.payload) > INSERT_CHARS:
-            Event.objects.bulk_create(events[start:i])
-            start, size = i, 0
-        size += len(event.payload)
-    Event.objects.bulk_create(events[start:])
-
-
 def finish(stream: int | PendingStream, status: str) -> bool:
     """End an open stream without a final message (cancelled, failed without a response)."""
     return current().finish(stream, status)
@@ -217,8 +201,25 @@ def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = 
 
 
 def prune() -> dict:
-    """Delete expired and terminated sessions, and finished streams past their retention."""
+    """Delete expired and terminated sessions, finished streams past their retention, and the
+    modern requests of workers that are gone."""
     return current().prune()
+
+
+# 2026-07-28 requests held open (listen streams, long calls): rows the admin shows
+
+def open_modern(kind: str, server: str, method: str, name: str = "", request_id: str = "", principal: str = "",
+                client_name: str = "", client_version: str = "", notifications: dict | None = None) -> int:
+    return current().open_modern(kind, server, method, name, request_id, principal, client_name, client_version,
+                                 notifications or {})
+
+
+def close_modern(row_ids: list[int]):
+    current().close_modern(row_ids)
+
+
+def forget_orphaned_modern() -> int:
+    return current().forget_orphaned_modern()
 
 
 acreate_session = batched(create_session)
@@ -276,3 +277,6 @@ arequest_worker = batched(request_worker)
 adeliver = batched(deliver)
 atake_deliveries = batched(take_deliveries)
 astream_progress = batched(stream_progress)
+aopen_modern = batched(open_modern)
+aclose_modern = batched(close_modern)
+aforget_orphaned_modern = batched(forget_orphaned_modern)

@@ -29,7 +29,7 @@ from ..protocol import jsonrpc
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.server import get_server
 from . import guards, sse
-from .guards import Rejected
+from .guards import Rejected, too_many
 from .modern import ModernPost, is_modern, is_modern_get
 
 logger = logging.getLogger("mcp_transport")
@@ -41,11 +41,6 @@ SSE_HEADERS = [*SSE_COMPLETE_HEADERS, (b"cache-control", b"no-cache"), (b"x-acce
 JSON_HEADERS = [(b"content-type", b"application/json")]
 ALLOW = "GET, POST, DELETE"
 FINAL = Event.Kind.FINAL
-
-
-def too_many(exc: LimitExceeded) -> Rejected:
-    headers = [("retry-after", str(int(exc.retry_after)))] if exc.retry_after else []
-    return Rejected(429, exc.message, code=exc.code, headers=headers)
 
 
 @dataclass

@@ -23,6 +23,12 @@ class Rejected(Exception):
         self.headers = list(headers)
 
 
+def too_many(exc) -> Rejected:
+    """A limit hit (`limits.LimitExceeded`) as the request's answer: 429, with Retry-After when known."""
+    headers = [("retry-after", str(int(exc.retry_after)))] if exc.retry_after else []
+    return Rejected(429, exc.message, code=exc.code, headers=headers)
+
+
 def header_map(scope) -> dict[str, str]:
     headers: dict[str, str] = {}
     for key, value in scope.get("headers", ()):

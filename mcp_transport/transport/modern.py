@@ -19,12 +19,14 @@ import math
 
 from ..conf import mcp_settings
 from ..execution.modern import ENDED
+from ..limits import LimitExceeded
 from ..execution.worker import worker
 from ..protocol import jsonrpc, modern
 from ..protocol.dispatch import SUPPORTED_VERSIONS as LEGACY_VERSIONS
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.mrtr import Inputs
 from . import sse
+from .guards import too_many
 
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
@@ -165,12 +167,17 @@ class ModernPost:
             status = modern.http_status(exc.code)
             await endpoint.send_json(400 if status == 200 else status, jsonrpc.error_from(message.id, exc))
             return
+        if message.method == "subscriptions/listen" and self.json_only:
+            await endpoint.send_json(406, jsonrpc.error(message.id, jsonrpc.INVALID_REQUEST,
+                                     "Not Acceptable: subscriptions/listen answers with text/event-stream"))
+            return
+        try:
+            worker.modern.admit(endpoint.principal_id)
+        except LimitExceeded as exc:
+            await endpoint.reject(too_many(exc), message.id)
+            return
         if message.method == "subscriptions/listen":
-            if self.json_only:
-                await endpoint.send_json(406, jsonrpc.error(message.id, jsonrpc.INVALID_REQUEST,
-                                         "Not Acceptable: subscriptions/listen answers with text/event-stream"))
-                return
-            await self.listen(agreed)
+            await self.listen(agreed, meta)
         else:
             endpoint.pump = asyncio.ensure_future(self.call(meta, inputs))
 
@@ -227,9 +234,9 @@ class ModernPost:
             if not task.done():
                 task.cancel()
 
-    async def listen(self, agreed: dict):
+    async def listen(self, agreed: dict, meta):
         endpoint, listen_id = self.endpoint, self.message.id
-        listen = worker.modern.open_listen(self.server.name, listen_id, agreed, endpoint.principal_id)
+        listen = worker.modern.open_listen(self.server.name, listen_id, agreed, endpoint.principal_id, meta)
         ack = modern.on_listen(listen_id, "notifications/subscriptions/acknowledged", {"notifications": agreed})
         try:
             await endpoint.send_headers(200, SSE_HEADERS)

@@ -15,6 +15,8 @@ type (fields) -> the group it goes to: what the receiver does
 - `mcp.respond` (`session`, `response`) -> the worker whose tool waits for the client's answer.
 - `mcp.session_end` (`session`) -> every worker: the session is forgotten, its requests
   cancelled, its GET stream ended.
+- `mcp.end_modern` (`row`, `reason`) -> the worker holding a 2026-07-28 request (its
+  `ModernRequest` row): a listen stream ends with its result, a call with a JSON-RPC error.
 - `mcp.notify` (`server`, `method`, `params`) -> every worker: a change notification for the
   `subscriptions/listen` streams it holds (2026-07-28; sessions get theirs through stored events).
 
@@ -40,6 +42,7 @@ CANCEL = "mcp.cancel"
 RESPOND = "mcp.respond"
 SESSION_END = "mcp.session_end"
 NOTIFY = "mcp.notify"
+END_MODERN = "mcp.end_modern"
 ORIGIN = "origin"
 
 ALL_WORKERS = "mcp.workers"
@@ -112,6 +115,10 @@ def respond(worker: str, session_id: str, response: dict) -> Signal:
 
 def session_end(session_id: str) -> Signal:
     return Signal(ALL_WORKERS, {"type": SESSION_END, "session": session_id})
+
+
+def end_modern(worker: str, row_id: int, reason: str | None = None) -> Signal:
+    return Signal(worker_group(worker), {"type": END_MODERN, "row": row_id, "reason": reason})
 
 
 def notify(server: str, method: str, params: dict | None) -> Signal:

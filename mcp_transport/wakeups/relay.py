@@ -31,8 +31,8 @@ from ..storage import store
 from . import messages
 from .bus import Bus
 from .messages import (  # noqa: F401  (the names callers use as relay.CANCEL, relay.worker_group...)
-    ALL_WORKERS, CANCEL, CLOSE, END, NOTIFY, ORIGIN, RESPOND, SESSION_END, WAKE, Signal, stream_group,
-    worker_group,
+    ALL_WORKERS, CANCEL, CLOSE, END, END_MODERN, NOTIFY, ORIGIN, RESPOND, SESSION_END, WAKE, Signal,
+    stream_group, worker_group,
 )
 
 logger = logging.getLogger("mcp_transport")
@@ -64,7 +64,7 @@ class Relay:
         self.worker_id = worker_id
         self.bus = bus
         # CANCEL and RESPOND: handler(session id, payload); SESSION_END: handler(session id);
-        # NOTIFY: handler(server name, method, params).
+        # NOTIFY: handler(server name, method, params); END_MODERN: handler(row id, reason).
         self.handlers: dict[str, Callable] = {}
         self.layer = None
         self.channel: str | None = None
@@ -86,7 +86,8 @@ class Relay:
 
     def on(self, kind: str, handler: Callable):
         """What this process does when another asks it to cancel (CANCEL), hands it a client's answer
-        (RESPOND), ends a session (SESSION_END) or sends a change notification (NOTIFY)."""
+        (RESPOND), ends a session (SESSION_END), sends a change notification (NOTIFY) or ends a
+        2026-07-28 request (END_MODERN)."""
         self.handlers[kind] = handler
 
     async def _start(self):
@@ -269,6 +270,8 @@ class Relay:
             self._call(SESSION_END, message["session"])
         elif kind == NOTIFY:
             self._call(NOTIFY, message["server"], message["method"], message.get("params"))
+        elif kind == END_MODERN:
+            self._call(END_MODERN, message["row"], message.get("reason"))
 
     def _call(self, kind: str, *args):
         handler = self.handlers.get(kind)

@@ -1,16 +1,14 @@
 from django.core.management.base import BaseCommand
 
-from mcp_transport.storage import store
+from mcp_transport import operations
 
 
 class Command(BaseCommand):
     help = (
-        "Delete expired and terminated MCP sessions and streams finished more than "
-        "EVENT_RETENTION_SECONDS ago (with their events). Run it from cron, e.g. every 10 minutes."
+        "Delete expired and terminated MCP sessions, streams finished more than EVENT_RETENTION_SECONDS ago "
+        "(with their events), and the 2026-07-28 requests of workers that are gone. Run it from cron, "
+        "e.g. every 10 minutes."
     )
 
     def handle(self, *args, **options):
-        counts = store.prune()
-        self.stdout.write(
-            f"Pruned {counts['sessions']} session rows and {counts['streams']} stream rows (with events)."
-        )
+        self.stdout.write(operations.prune().message)

@@ -12,7 +12,7 @@ from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from mcp_transport.conf import mcp_settings
-from mcp_transport.models import Cutoffs, Session, Stream, Worker
+from mcp_transport.models import Cutoffs, ModernRequest, Session, Stream, Worker
 
 # A worker's state is its liveness (`Worker.liveness_at`), or unknown: named by streams, no row.
 ALIVE, STOPPING, STALE = Worker.Liveness.ALIVE, Worker.Liveness.STOPPING, Worker.Liveness.STALE
@@ -56,7 +56,11 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
     resumable = dict(open_streams.filter(stream_in(Stream.State.RESUMABLE)).values("worker").annotate(n=Count("id"))
                      .values_list("worker", "n"))
 
-    ids = set(rows) | set(running) | set(connected) | set(resumable)
+    modern: dict[str, dict[str, int]] = {}
+    for row in ModernRequest.objects.order_by().values("worker", "kind").annotate(n=Count("id")):
+        modern.setdefault(row["worker"], {})[row["kind"]] = row["n"]
+
+    ids = set(rows) | set(running) | set(connected) | set(resumable) | set(modern)
     ids.discard("")
     workers, hidden = [], 0
     for worker_id in ids:
@@ -64,7 +68,8 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
         state = row.liveness_at(cutoffs) if row is not None else UNKNOWN
         run = running.get(worker_id, {})
         held = connected.get(worker_id, {})
-        busy = run.get("n", 0) or sum(held.values()) or resumable.get(worker_id, 0)
+        held_modern = modern.get(worker_id, {})
+        busy = run.get("n", 0) or sum(held.values()) or resumable.get(worker_id, 0) or sum(held_modern.values())
         if state in (STALE, UNKNOWN) and not busy and not show_all:
             hidden += 1
             continue
@@ -92,6 +97,10 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
                 "standalone": held.get(Stream.Kind.STANDALONE, 0),
             },
             "streams_resumable": resumable.get(worker_id, 0),
+            "modern": {
+                "listen_streams": held_modern.get(ModernRequest.Kind.LISTEN, 0),
+                "long_calls": held_modern.get(ModernRequest.Kind.CALL, 0),
+            },
             "requests": [
                 {
                     "stream": r["id"],
@@ -124,10 +133,16 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
     totals["replayable_finished"] = Stream.objects.in_state(
         Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED, cutoffs=cutoffs,
     ).count()
+    on_running = ModernRequest.objects.on_running_workers(cutoffs).order_by()
+    modern_totals = {
+        "listen_streams": on_running.filter(kind=ModernRequest.Kind.LISTEN).count(),
+        "long_calls": on_running.filter(kind=ModernRequest.Kind.CALL).count(),
+    }
     return {
         "generated_at": _iso(now),
         "lease_seconds": lease_seconds,
         "sessions_active": Session.objects.active(cutoffs).count(),
+        "modern": modern_totals,
         "workers": workers,
         "workers_hidden": hidden,
         "streams": totals,
@@ -171,11 +186,11 @@ def render(status: dict) -> str:
             w["id"], w["host"] or "-", w["pid"] if w["pid"] is not None else "-", _age(w["heartbeat_age_seconds"]),
             w["state"], w["requests_in_flight"], _leases(w, now),
             f"{held['request']} + {held['standalone']} GET" if held["standalone"] else held["request"],
-            w["streams_resumable"],
+            w["streams_resumable"], w["modern"]["listen_streams"], w["modern"]["long_calls"],
         ])
     if rows:
         lines += _table(["WORKER", "HOST", "PID", "HEARTBEAT", "STATE", "IN FLIGHT", "LEASES", "CONNECTED",
-                         "RESUMABLE"], rows)
+                         "RESUMABLE", "LISTENING", "LONG CALLS"], rows)
     else:
         lines.append("No workers (a worker appears with its first request).")
     if status["workers_hidden"]:
@@ -187,6 +202,8 @@ def render(status: dict) -> str:
         (f"Sessions active: {status['sessions_active']}.  Streams open: {s['open']} "
          f"(connected {s['connected']}, resumable {s['resumable']}); finished and still replayable: "
          f"{s['replayable_finished']}."),
+        (f"2026-07-28: listen streams open: {status['modern']['listen_streams']}; calls running for over a second: "
+         f"{status['modern']['long_calls']}."),
     ]
     if s["orphaned"]:
         lines.append(f"Requests whose lease expired (their worker is gone; the next heartbeat or resume fails "
@@ -210,7 +227,8 @@ def render(status: dict) -> str:
 class Command(BaseCommand):
     help = (
         "Show the live state of the MCP transport: workers (heartbeat, alive or stale by LEASE_SECONDS), "
-        "their in-flight requests and leases, and the open and resumable streams of each worker."
+        "their in-flight requests and leases, the open and resumable streams of each worker, and its "
+        "2026-07-28 listen streams and long calls."
     )
 
     def add_arguments(self, parser):
