@@ -14,7 +14,7 @@ from mcp_transport import MCPServer
 from mcp_transport.auth import create_token
 from mcp_transport.models import AccessToken
 from mcp_transport.routing import mcp_application
-from mcp_transport.testing import MCPCommunicator
+from mcp_transport.testing import MCPCommunicator, ModernCommunicator
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -186,3 +186,38 @@ def test_token_command_creates_lists_and_revokes():
     call_command("mcp_token", "revoke", row.prefix, stdout=StringIO())
     row.refresh_from_db()
     assert not row.usable
+
+
+def modern_client_for(token=None):
+    client = ModernCommunicator(application, "/auth/mcp")
+    original = client._headers
+
+    def headers(method, extra):
+        extra = dict(extra or {})
+        if token:
+            extra.setdefault("authorization", f"Bearer {token}")
+        return original(method, extra)
+
+    client._headers = headers
+    return client
+
+
+@override_settings(MCP_TRANSPORT=BEARER)
+async def test_2026_requests_are_authenticated_and_filtered_per_request(users):
+    """No session to own: each 2026-07-28 request carries its principal; the lists it gets are
+    filtered for it and marked private (another principal gets another answer)."""
+    tokens = await users()
+    anonymous = await modern_client_for().request("tools/list")
+    assert anonymous.status == 401 and "resource_metadata=" in anonymous.headers["www-authenticate"]
+    alice, bob = modern_client_for(tokens["alice"]), modern_client_for(tokens["bob"])
+    names = lambda r: {t["name"] for t in r.result["tools"]}  # noqa: E731
+    alice_tools, bob_tools = await alice.request("tools/list"), await bob.request("tools/list")
+    assert names(alice_tools) == {"public", "operators_only", "alice_only"} and names(bob_tools) == {"public"}
+    assert alice_tools.result["cacheScope"] == bob_tools.result["cacheScope"] == "private"
+    assert (await bob.call_tool("operators_only")).json["error"]["code"] == -32602
+    assert (await alice.call_tool("operators_only")).result["content"][0]["text"] == "secret"
+    read = await bob.request("resources/read", {"uri": "test://operators"})
+    assert read.json["error"]["code"] == -32602 and read.json["error"]["data"] == {"uri": "test://operators"}
+    alice_read = await alice.request("resources/read", {"uri": "test://operators"})
+    assert alice_read.result["cacheScope"] == "private"
+    assert (await alice.discover())["cacheScope"] == "public"

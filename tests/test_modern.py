@@ -496,3 +496,27 @@ async def test_admin_page_and_status_count_what_is_open():
     assert state["modern"] == {"listen_streams": 1, "long_calls": 0}
     (mine,) = [w for w in state["workers"] if w["id"] == worker.id]
     assert mine["modern"] == {"listen_streams": 1, "long_calls": 0}
+
+
+async def test_one_change_reaches_session_get_streams_and_listen_streams_alike():
+    legacy = MCPCommunicator(application)
+    await legacy.initialize()
+    assert (await legacy.request("resources/subscribe", {"uri": "test://watched-resource"})).status == 200
+    listener = ModernCommunicator(application)
+    changer = ModernCommunicator(application)
+    updated = lambda e: e.data and "notifications/resources/updated" in e.data  # noqa: E731
+
+    async def change():
+        while not worker.modern.listens:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.2)  # the GET stream is open by now
+        await changer.call_tool("update_resource", {"uri": "test://watched-resource"})
+
+    task = asyncio.ensure_future(change())
+    get_stream, listen = await asyncio.gather(
+        legacy.send("GET", until=updated, timeout=5),
+        listener.request("subscriptions/listen", {"notifications": {"resourceSubscriptions": ["test://watched-resource"]}},
+                         until=updated, timeout=5))
+    await task
+    assert any(m.get("method") == "notifications/resources/updated" for m in get_stream.messages)
+    assert any(m.get("method") == "notifications/resources/updated" for m in listen.messages)
