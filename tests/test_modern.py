@@ -398,6 +398,9 @@ async def _end_through_the_relay(row, reason=None):
     from mcp_transport import operations
     from mcp_transport.wakeups import messages
 
+    from mcp_transport.storage import store
+
+    await store.aheartbeat("test-host", 1)  # this worker's row (the test database is emptied between tests)
     layer = get_channel_layer()
     channel = await layer.new_channel()
     await layer.group_add(messages.worker_group(row.worker), channel)
@@ -520,3 +523,13 @@ async def test_one_change_reaches_session_get_streams_and_listen_streams_alike()
     await task
     assert any(m.get("method") == "notifications/resources/updated" for m in get_stream.messages)
     assert any(m.get("method") == "notifications/resources/updated" for m in listen.messages)
+
+
+async def test_on_a_session_a_missing_capability_is_a_tool_error_result():
+    """The client's request was valid: a session's tool that needs an undeclared capability gets an
+    exception it may catch, else the call ends with isError (2026-07-28 answers -32021 instead)."""
+    client = MCPCommunicator(application)
+    await client.initialize()
+    response = await client.call_tool("test_elicitation", {"message": "x"})
+    assert response.result["isError"] is True
+    assert "did not declare the 'elicitation' capability" in response.result["content"][0]["text"]

@@ -8,6 +8,7 @@ from typing import Any, Protocol
 from asgiref.sync import async_to_sync
 
 from . import jsonrpc
+from .content import ToolError
 
 INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",
                       "roots/list": "roots"}
@@ -35,9 +36,14 @@ class Host(Protocol):
     async def set_log_level(self, level: str) -> None: ...
 
 
-class ClientCapabilityError(jsonrpc.JSONRPCError):
+class ClientCapabilityError(ToolError):
+    """A session's tool asked for something its client did not declare: the tool may catch it and
+    do without; if it does not, the call ends with an `isError` result saying so (the client's
+    request itself was valid)."""
+
     def __init__(self, capability: str):
-        super().__init__(jsonrpc.INVALID_REQUEST, f"The client did not declare the '{capability}' capability")
+        super().__init__(f"The client did not declare the '{capability}' capability this tool needs")
+        self.capability = capability
 
 
 class MissingCapability(jsonrpc.JSONRPCError):
