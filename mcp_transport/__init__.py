@@ -9,7 +9,7 @@
 from .protocol.content import (
     Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text, ToolError, ToolResult,
 )
-from .protocol.context import Context, SyncContext
+from .protocol.context import ClientCapabilityError, Context, SyncContext
 from .protocol.jsonrpc import JSONRPCError
 from .protocol.registry import Header
 from .protocol.server import MCPServer, get_server
@@ -22,4 +22,5 @@ mcp = MCPServer("default")
 __all__ = [
     "mcp", "MCPServer", "get_server", "Context", "SyncContext", "JSONRPCError", "ToolError", "ToolResult",
     "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "PromptMessage", "Header",
+    "ClientCapabilityError",
 ]

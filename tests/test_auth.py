@@ -86,7 +86,9 @@ async def test_anonymous_requests_get_401_with_the_resource_metadata(users):
     response = await client_for().send("POST", b"{}")
     assert response.status == 401 and response.json["error"]["code"] == -32600
     challenge = response.headers["www-authenticate"]
-    assert challenge == 'Bearer resource_metadata="http://localhost/.well-known/oauth-protected-resource/auth/mcp"'
+    # The scopes to ask for (SCOPES_SUPPORTED), and where the resource metadata is (RFC 9728).
+    assert challenge == ('Bearer scope="mcp", '
+                         'resource_metadata="http://localhost/.well-known/oauth-protected-resource/auth/mcp"')
     wrong = await client_for("mcp_nope").send("POST", b"{}")
     assert wrong.status == 401 and 'error="invalid_token"' in wrong.headers["www-authenticate"]
 

@@ -1,4 +1,6 @@
 """The endpoint driven in-process through mcp_transport.testing (what users get for their own tests)."""
+import asyncio
+
 import pytest
 from django.core.management import call_command
 
@@ -161,3 +163,48 @@ async def test_a_tool_name_with_nul_is_an_unknown_tool():
     assert response.messages[-1]["error"]["code"] == -32602
     assert "Unknown tool" in response.messages[-1]["error"]["message"]
     assert (await client.call_tool("echo", {"message": "after"})).result["content"][0]["text"] == "after"
+
+
+async def test_a_session_that_only_holds_its_get_stream_stays_alive():
+    """The heartbeat touches the sessions whose connections this worker holds: a client that only
+    listens sends no request, yet its session must not expire under it."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    client = MCPCommunicator(application)
+    await client.initialize()
+    old = timezone.now() - timedelta(hours=5)
+    await executor.run(lambda: Session.objects.filter(pk=client.session_id).update(last_seen_at=old))
+    seen = {}
+
+    async def beat_while_listening():
+        while not worker.bus.held_streams():
+            await asyncio.sleep(0.01)
+        await worker.heartbeat.beat()
+        seen["last_seen"] = await executor.run(lambda: Session.objects.get(pk=client.session_id).last_seen_at)
+        await worker.requests.send_to_session(client.session_id, {"jsonrpc": "2.0", "method": "notifications/x"})
+
+    task = asyncio.ensure_future(beat_while_listening())
+    await client.send("GET", until=lambda e: "notifications/x" in e.data, timeout=3)
+    await task
+    assert seen["last_seen"] > timezone.now() - timedelta(minutes=1)
+
+
+async def test_a_request_id_still_in_flight_cannot_be_reused():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    first = asyncio.ensure_future(client.post(
+        {"jsonrpc": "2.0", "id": "same", "method": "tools/call",
+         "params": {"name": "progress", "arguments": {"count": 3, "delay": 0.2}}}, timeout=5))
+    for _ in range(200):
+        if worker.requests.in_flight(client.session_id, "same"):
+            break
+        await asyncio.sleep(0.01)
+    again = await client.post({"jsonrpc": "2.0", "id": "same", "method": "tools/call",
+                               "params": {"name": "echo", "arguments": {"message": "x"}}})
+    assert again.status == 400 and again.json["id"] == "same" and again.json["error"]["code"] == -32600
+    assert (await first).result["content"][0]["text"] == "done 3"
+    reused = await client.post({"jsonrpc": "2.0", "id": "same", "method": "tools/call",
+                                "params": {"name": "echo", "arguments": {"message": "after"}}})
+    assert reused.result["content"][0]["text"] == "after"

@@ -52,6 +52,7 @@ class Heartbeat:
 
     async def beat(self):
         await store.aheartbeat(socket.gethostname(), os.getpid())
+        await store.atouch_sessions_holding(list(self.relay.bus.held_streams()))
         await store.aforget_orphaned_modern()
         failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:

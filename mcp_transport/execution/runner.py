@@ -296,6 +296,11 @@ class Requests:
             if key and self.inflight.get(key) is inflight:
                 del self.inflight[key]
 
+    def in_flight(self, session_id: str, request_id) -> bool:
+        """Whether a request of this session with this id runs here (ids must not be reused until answered)."""
+        inflight = self.inflight.get((session_id, request_key(request_id)))
+        return inflight is not None and inflight.task is not None and not inflight.task.done()
+
     def check_in_flight(self, session_id: str):
         """MAX_STREAMS_PER_SESSION, counted on this worker (no query on the hot path)."""
         limit = mcp_settings.MAX_STREAMS_PER_SESSION

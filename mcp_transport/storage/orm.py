@@ -98,6 +98,12 @@ class Store:
     def touch_session(self, session_id: str, now):
         self.rows(Session).filter(pk=session_id).update(last_seen_at=now)
 
+    def touch_sessions_holding(self, stream_ids: list[int]):
+        """A session whose client holds a connection is in use, even with no request for hours."""
+        if stream_ids:
+            holding = self.rows(Stream).filter(pk__in=stream_ids).values("session_id")
+            self.rows(Session).filter(pk__in=holding, terminated_at__isnull=True).update(last_seen_at=timezone.now())
+
     def terminate_session(self, session_id: str, server: str) -> bool:
         now = timezone.now()
         with transaction.atomic(using=self.alias, savepoint=False):

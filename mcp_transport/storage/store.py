@@ -60,6 +60,12 @@ def get_session(session_id: str, server: str) -> Session | None:
     return current().get_session(session_id, server)
 
 
+def touch_sessions_holding(stream_ids: list[int]):
+    """The sessions whose connections this worker holds were seen now (a client that only listens
+    on its GET stream sends no request, yet its session is in use)."""
+    current().touch_sessions_holding(stream_ids)
+
+
 def terminate_session(session_id: str, server: str) -> bool:
     return current().terminate_session(session_id, server)
 
@@ -259,6 +265,7 @@ def forget_session(session_id: str):
 
 
 aterminate_session = batched(terminate_session)
+atouch_sessions_holding = batched(touch_sessions_holding)
 aset_log_level = batched(set_log_level)
 asubscribe = batched(subscribe)
 aunsubscribe = batched(unsubscribe)

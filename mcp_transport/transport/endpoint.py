@@ -198,6 +198,8 @@ class MCPEndpoint:
         params = []
         if error:
             params.append(f'error="{error}"')
+        if mcp_settings.SCOPES_SUPPORTED:
+            params.append(f'scope="{" ".join(mcp_settings.SCOPES_SUPPORTED)}"')
         if mcp_settings.AUTHORIZATION_SERVERS:
             scheme = self.scope.get("scheme", "http")
             url = f"{scheme}://{self.headers.get('host', '')}{auth.metadata_path(self.scope['path'])}"
@@ -251,6 +253,10 @@ class MCPEndpoint:
         if message.kind == "notification":
             await self.notification(session, message)
             await self.send_json(202, None, self.session_headers(session.id))
+            return
+        if worker.requests.in_flight(session.id, message.id):
+            await self.reject(Rejected(400, "Invalid Request: a request with this id is still in flight in this "
+                                            "session; use a new id"), message.id)
             return
         if json_only or not self.server.dispatcher.streams(message.method):
             payload = await worker.requests.answer_now(self.server, session, message, self.scope)
