@@ -49,6 +49,12 @@ DEFAULTS = {
     "REQUEST_STATE_SECONDS": 900,
     # ttlMs on modern discovery and list results (how long a client may reuse them).
     "CACHE_TTL_MS": 60_000,
+    # Tasks: a call of a tool that supports them, from a client that accepts them, becomes a task
+    # when it has not finished after TASK_GRACE_SECONDS; it is kept TASK_TTL_SECONDS (None: until
+    # pruned by hand), and clients are asked to poll every TASK_POLL_INTERVAL_MS.
+    "TASK_GRACE_SECONDS": 0.5,
+    "TASK_TTL_SECONDS": 86400,
+    "TASK_POLL_INTERVAL_MS": 1000,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

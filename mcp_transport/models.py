@@ -433,6 +433,70 @@ class ModernRequest(models.Model):
         return f"{self.get_kind_display()} {self.method} {self.name}".strip()
 
 
+class TaskQuerySet(models.QuerySet):
+    def active(self):
+        return self.filter(status__in=Task.ACTIVE)
+
+    def orphaned(self, now=None):
+        """Active tasks whose worker stopped renewing their lease: gone with it."""
+        return self.active().filter(lease_expires_at__lt=now or timezone.now())
+
+    def expired(self, now=None):
+        return self.filter(expires_at__lt=now or timezone.now())
+
+
+class Task(models.Model):
+    """A tool call run as a task: its state, its answer, the questions it waits on. Any worker
+    answers for it; the worker running it renews its lease. JSON columns are text (`jsonrpc.dumps`):
+    what a tool or a client sends may hold characters a JSON column refuses (NUL on PostgreSQL)."""
+
+    class Status(models.TextChoices):
+        WORKING = "working"
+        INPUT_REQUIRED = "input_required", "input required"
+        COMPLETED = "completed"
+        FAILED = "failed"
+        CANCELLED = "cancelled"
+
+    ACTIVE = (Status.WORKING, Status.INPUT_REQUIRED)
+
+    id = models.CharField(max_length=64, primary_key=True)
+    server = models.CharField(max_length=100, default="default")
+    principal = models.CharField(max_length=200, blank=True, db_index=True,
+                                 help_text="Who created it; only they may see it")
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
+    method = models.CharField(max_length=100, default="tools/call")
+    tool = models.CharField(max_length=200, blank=True)
+    request = models.TextField(help_text="JSON: the request's params (its arguments), what the task runs")
+    client_capabilities = models.TextField(default="{}", help_text="JSON: what the client declared")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.WORKING, db_index=True)
+    status_message = models.TextField(blank=True)
+    result = models.TextField(blank=True, help_text="JSON: the tool's result, once completed")
+    error = models.TextField(blank=True, help_text="JSON: the JSON-RPC error, once failed")
+    input_requests = models.TextField(default="{}", help_text="JSON: the questions waiting for an answer")
+    input_responses = models.TextField(default="{}", help_text="JSON: the answers received")
+    ttl_ms = models.BigIntegerField(null=True, blank=True)
+    poll_interval_ms = models.PositiveIntegerField(default=1000)
+    runner = models.CharField(max_length=32, default="process")
+    worker = models.CharField(max_length=100, blank=True, db_index=True)
+    lease_expires_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(default=timezone.now)
+    updated_at = models.DateTimeField(default=timezone.now)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    expires_at = models.DateTimeField(null=True, blank=True, db_index=True)
+
+    objects = TaskQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return f"task {self.pk} ({self.tool}, {self.status})"
+
+    @property
+    def terminal(self) -> bool:
+        return self.status not in Task.ACTIVE
+
+
 class Delivery(models.Model):
     """A message for one worker that must not be lost with a channel-layer message: a client's
     answer to a tool's request, or a cancellation. The worker's sweep reads what the relay missed."""

@@ -135,4 +135,5 @@ def prune() -> Outcome:
     """`manage.py mcp_prune`: expired and terminated sessions, finished streams past their retention."""
     counts = store.prune()
     return Outcome(True, f"Pruned {counts['sessions']} session rows, {counts['streams']} stream rows "
-                         f"(with their events) and {counts['modern']} modern request rows of workers that are gone.")
+                         f"(with their events), {counts['modern']} modern request rows of workers that are gone "
+                         f"and {counts['tasks']} tasks past their TTL.")

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 
 from asgiref.testing import ApplicationCommunicator
 
+from .protocol.modern import NAMED
+
 VERSION = "2025-11-25"
 
 
@@ -223,7 +225,7 @@ class ModernCommunicator(MCPCommunicator):
 
     def request_headers(self, method: str, params: dict) -> dict:
         headers = {"mcp-protocol-version": self.version, "mcp-method": method}
-        target = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method)
+        target = NAMED.get(method)
         if target and isinstance(params.get(target), str):
             headers["mcp-name"] = _header_value(params[target])
         return headers

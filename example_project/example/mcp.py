@@ -8,7 +8,9 @@ from typing import Annotated
 
 from pydantic import Field
 
-from mcp_transport import Audio, Context, EmbeddedResource, Header, Image, PromptMessage, ToolResult, mcp
+from mcp_transport import (
+    Audio, Context, EmbeddedResource, Header, Image, JSONRPCError, PromptMessage, ToolError, ToolResult, mcp,
+)
 
 PNG_1X1 = base64.b64decode(
     "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8BQDwAEhQGAhKmMIQAAAABJRU5ErkJggg=="
@@ -36,7 +38,7 @@ async def echo(message: str) -> str:
     return message
 
 
-@mcp.tool
+@mcp.tool(task_support="optional")
 async def progress(ctx: Context, count: int = 10, delay: float = 0.01) -> str:
     """Send `count` progress notifications `delay` seconds apart, then return "done <count>"."""
     for i in range(1, count + 1):
@@ -420,3 +422,62 @@ async def test_input_required_result_prompt(ctx: Context) -> list:
     answer = await ctx.elicit("What should the prompt be about?", {
         "type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}, key="user_context")
     return [PromptMessage("user", f"Use this context: {(answer.get('content') or {}).get('context', '')}")]
+
+
+# Tasks (the tasks extension's contract in the conformance suite; long tools anyone may call)
+
+@mcp.tool
+def greet(name: str) -> str:
+    """Greet someone at once (never a task)."""
+    return f"Hello, {name}!"
+
+
+@mcp.tool(task_support="optional")
+async def slow_compute(seconds: float = 1.0, label: str = "") -> str:
+    """Work for `seconds`; past TASK_GRACE_SECONDS the call becomes a task the client polls."""
+    await asyncio.sleep(seconds)
+    return f"Computed {label or 'result'} in {seconds:g}s"
+
+
+@mcp.tool(task_support="required")
+async def failing_job() -> str:
+    """Work for a second, then fail as a tool does (a completed task whose result is an error)."""
+    await asyncio.sleep(1)
+    raise ToolError("The job failed: the input was rejected")
+
+
+@mcp.tool(task_support="optional")
+async def protocol_error_job() -> str:
+    """Work for a second, then fail with a JSON-RPC error (a failed task)."""
+    await asyncio.sleep(1)
+    raise JSONRPCError(-32603, "The job could not run: its backend is unavailable")
+
+
+@mcp.tool(task_support="optional")
+async def confirm_delete(ctx: Context, path: str = "/tmp/example") -> str:
+    """Become a task at once, then wait in it for the user's confirmation (tasks/update)."""
+    await ctx.continue_as_task("Waiting for confirmation")
+    answer = await ctx.elicit(f"Delete {path}?", CONFIRM_SCHEMA, key="confirm")
+    confirmed = answer.get("action") == "accept" and (answer.get("content") or {}).get("ok", True)
+    return f"Deleted {path}" if confirmed else f"Kept {path}"
+
+
+@mcp.tool(task_support="optional")
+async def multi_input(ctx: Context) -> str:
+    """Become a task, then ask two questions at once; it goes on once both are answered."""
+    await ctx.continue_as_task()
+    answers = await ctx.ask({
+        "first_name": ctx.elicitation("First name?", NAME_SCHEMA),
+        "last_name": ctx.elicitation("Last name?", NAME_SCHEMA),
+    })
+    names = [(answers[key].get("content") or {}).get("name", "") for key in ("first_name", "last_name")]
+    return "Hello, " + " ".join(names) + "!"
+
+
+@mcp.tool(task_support="required")
+async def test_tool_with_task(ctx: Context) -> str:
+    """Ask the user's name (an input_required result), then go on as a task."""
+    answer = await ctx.elicit("What is your name?", NAME_SCHEMA, key="user_name")
+    await ctx.continue_as_task()
+    await asyncio.sleep(0.2)
+    return f"Hello, {(answer.get('content') or {}).get('name', 'stranger')}, from a task!"

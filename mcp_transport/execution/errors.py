@@ -27,3 +27,21 @@ def worker_shutdown(request_id, worker: str) -> str:
         f"The worker running this request ({worker}) shut down before it finished; please retry",
         {"reason": "worker_shutdown", "worker": worker},
     ))
+
+
+def internal(exc: Exception) -> dict:
+    """A handler that raised: the error object (its detail only with DEBUG)."""
+    from django.conf import settings
+
+    text = "Internal error" + (f": {type(exc).__name__}: {exc}" if settings.DEBUG else "")
+    return {"code": jsonrpc.INTERNAL_ERROR, "message": text}
+
+
+def task_stopped(reason: str) -> dict:
+    """A task whose worker shut down before it finished (`reason`: "worker_shutdown")."""
+    return {"code": jsonrpc.INTERNAL_ERROR, "message": "The worker running this task stopped before it finished",
+            "data": {"reason": reason}}
+
+
+TASK_LOST = {"code": jsonrpc.INTERNAL_ERROR, "message": "The worker running this task stopped before it finished",
+             "data": {"reason": "worker_lost"}}

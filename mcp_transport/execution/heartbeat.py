@@ -54,6 +54,8 @@ class Heartbeat:
         await store.aheartbeat(socket.gethostname(), os.getpid())
         await store.atouch_sessions_holding(list(self.relay.bus.held_streams()))
         await store.aforget_orphaned_modern()
+        for task_id in await store.afail_orphaned_tasks(errors.TASK_LOST, "Its worker stopped before it finished"):
+            logger.warning("Task %s failed: its worker's lease expired", task_id)
         failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)

@@ -19,9 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
-from django.conf import settings
-
-from ..protocol import jsonrpc, modern
+from ..protocol import jsonrpc, modern, tasks
 from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.mrtr import Inputs
@@ -32,6 +30,7 @@ from ..storage import store
 from ..storage.executor import BatchExecutor
 from ..wakeups.relay import Relay
 from . import errors
+from .tasks import RunningTask, Tasks
 
 logger = logging.getLogger("mcp_transport")
 
@@ -57,9 +56,12 @@ class ModernHost:
         self.calls = calls
         self.server = server
         self.emit = emit
+        self.running: RunningTask | None = None
 
     async def send(self, message: dict):
-        await self.emit(message)
+        """To the call's connection; once the call is a task, nowhere (tasks carry no progress)."""
+        if self.running is None or self.running.task_id is None:
+            await self.emit(message)
 
     async def request(self, method, params, timeout):
         raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "A 2026-07-28 request asks the client through its result")
@@ -117,9 +119,10 @@ class Listen:
 class ModernRequests:
     """The modern requests and listen streams of this process; one per process, owned by the worker."""
 
-    def __init__(self, executor: BatchExecutor, relay: Relay):
+    def __init__(self, executor: BatchExecutor, relay: Relay, tasks_here: Tasks):
         self.executor = executor
         self.relay = relay
+        self.tasks = tasks_here
         self.calls: dict[int, Call] = {}
         self.listens: dict[int, Listen] = {}
         self._numbers = itertools.count(1)
@@ -153,7 +156,16 @@ class ModernRequests:
                       host=ModernHost(self, server, emit), user=user if getattr(user, "is_authenticated", False)
                       else None, scope=scope, modern=meta, inputs=inputs)
         try:
-            return jsonrpc.result(message.id, await server.modern.handle(message.method, params, ctx))
+            if message.method in tasks.METHODS:
+                if not tasks.declared(meta.capabilities):
+                    raise tasks.missing_extension()
+                result = await self.tasks.handle(server, message.method, params, principal)
+                return jsonrpc.result(message.id, server.modern.complete(message.method, result))
+            running = await self.may_become_task(server, message, ctx, principal)
+            if running is None:
+                return await self.outcome(server, message, ctx)
+            ctx.task = ctx.host.running = running
+            return await self.tasks.run_call(running, self.outcome(server, message, ctx))
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc)
         except asyncio.CancelledError:
@@ -162,13 +174,40 @@ class ModernRequests:
             return errors.operator_cancelled(message.id, call.ended_by_operator)
         except Exception as exc:
             logger.exception("Request %s %r failed", message.method, message.id)
-            text = "Internal error" + (f": {type(exc).__name__}: {exc}" if settings.DEBUG else "")
-            return jsonrpc.error(message.id, jsonrpc.INTERNAL_ERROR, text)
+            return {"jsonrpc": "2.0", "id": message.id, "error": errors.internal(exc)}
         finally:
             timer.cancel()
             self.calls.pop(call.number, None)
             self.release(principal)
             self._forget(call.row)
+
+    @staticmethod
+    async def outcome(server, message, ctx) -> dict:
+        """The request's JSON-RPC response (its handler's result, or its error)."""
+        try:
+            return jsonrpc.result(message.id, await server.modern.handle(message.method, message.params or {}, ctx))
+        except JSONRPCError as exc:
+            return jsonrpc.error_from(message.id, exc)
+        except Exception as exc:
+            logger.exception("Request %s %r failed", message.method, message.id)
+            return {"jsonrpc": "2.0", "id": message.id, "error": errors.internal(exc)}
+
+    async def may_become_task(self, server, message, ctx, principal: str) -> RunningTask | None:
+        """A call of a tool that supports tasks, from a client that accepts them: it may become one.
+        A tool that requires tasks, called by a client that does not, is refused (-32021)."""
+        if message.method != "tools/call":
+            return None
+        name = (message.params or {}).get("name")
+        tool = server.tools.get(name) if isinstance(name, str) else None
+        if tool is None or tool.task_support == "forbidden":
+            return None
+        if tool.restricted and not await ctx.host.run_sync(tool.allowed, ctx.user):
+            return None  # the call answers "Unknown tool", as for anyone it is hidden from
+        if not tasks.declared(ctx.modern.capabilities):
+            if tool.task_support == "required":
+                raise tasks.missing_extension()
+            return None
+        return RunningTask(self.tasks, server, message, ctx.modern, principal, tool.name)
 
     def _record_call(self, call: Call, message, meta):
         client_name, client_version = _client(meta)

@@ -15,6 +15,7 @@ from ..wakeups.bus import Bus
 from ..wakeups.relay import Relay
 from .heartbeat import Heartbeat
 from .modern import ModernRequests
+from .tasks import Tasks
 from .runner import Requests
 from .shutdown import Shutdown
 
@@ -26,7 +27,8 @@ class Worker:
         self.bus = Bus()
         self.relay = Relay(worker_id, self.bus)
         self.requests = Requests(worker_id, db, self.relay)
-        self.modern = ModernRequests(db, self.relay)
+        self.tasks = Tasks(self.relay)
+        self.modern = ModernRequests(db, self.relay, self.tasks)
         self.heartbeat = Heartbeat(self.relay)
         self.shutdown = Shutdown(self)
         self.reconnects = ReconnectGuard()
@@ -35,6 +37,7 @@ class Worker:
         self.relay.on(wakeups.SESSION_END, self.requests.cancel_session)
         self.relay.on(wakeups.NOTIFY, self.modern.deliver)
         self.relay.on(wakeups.END_MODERN, self.modern.end_recorded)
+        self.relay.on(wakeups.TASK, self.tasks.on_signal)
 
     def __repr__(self):
         return f"<Worker {self.id}>"

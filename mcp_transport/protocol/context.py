@@ -59,7 +59,7 @@ class Context:
     """Progress, logging, requests to the client and connection control for one request."""
 
     def __init__(self, *, server, session, request_id, params: dict | None, host: Host, user=None, scope=None,
-                 modern=None, inputs=None):
+                 modern=None, inputs=None, task=None):
         self.server = server
         self.session = session
         self.request_id = request_id
@@ -70,6 +70,9 @@ class Context:
         # A 2026-07-28 request: its RequestMeta, and the answers it brings to the tool's questions.
         self.modern = modern
         self.inputs = inputs
+        # A call that may run as a task: its handle (protocol.tasks.TaskControl), else None.
+        self.task = task
+        self._asked = 0
 
     @property
     def meta(self) -> dict:
@@ -137,10 +140,20 @@ class Context:
                            key: str | None = None) -> dict:
         """Ask the client something and wait for its answer: on a session, a request on this request's
         stream; on a modern request, the answer its retry brought, or the end of this round (`mrtr`)."""
-        if self.inputs is not None:
-            key = key or self.inputs.next_key(method)
-            return self.inputs.answers({key: {"method": method, "params": params or {}}})[key]
+        if self._task_id() is not None or self.inputs is not None:
+            key = key or self._next_key(method)
+            return (await self.ask({key: {"method": method, "params": params or {}}}, timeout))[key]
         return await self.host.request(method, params, timeout)
+
+    def _task_id(self):
+        return self.task.task_id if self.task is not None else None
+
+    def _next_key(self, method: str) -> str:
+        """Questions are numbered in asking order (a task's keys are never reused)."""
+        if self.inputs is not None:
+            return self.inputs.next_key(method)
+        self._asked += 1
+        return f"{INPUT_CAPABILITIES[method]}-{self._asked}"
 
     async def ask(self, requests: dict[str, dict], timeout: float | None = None) -> dict[str, dict]:
         """Several questions at once, key -> `ctx.elicitation(...)`, `ctx.sampling(...)` or
@@ -148,11 +161,27 @@ class Context:
         together in one input_required result; on a session, as concurrent requests."""
         for request in requests.values():
             self.require_capability(INPUT_CAPABILITIES[request["method"]])
+        if self._task_id() is not None:
+            return await self.task.ask(requests)
         if self.inputs is not None:
             return self.inputs.answers(requests)
         answers = await asyncio.gather(*(self.host.request(r["method"], r["params"] or None, timeout)
                                          for r in requests.values()))
         return dict(zip(requests, answers))
+
+    async def continue_as_task(self, status_message: str | None = None) -> bool:
+        """From here on, run as a task: the client gets the task's handle now and polls for the
+        result; later questions wait in the task. True when the call is a task (a tool that
+        supports tasks, a client that accepts them); False: it goes on as a plain call.
+        Questions asked before this (2026-07-28) went out as input_required results."""
+        if self.task is None:
+            return False
+        return await self.task.become_task(status_message)
+
+    @property
+    def task_id(self) -> str | None:
+        """The id of the task this call runs as, once it is one."""
+        return self._task_id()
 
     def require_capability(self, capability: str):
         """Fail the request unless the client declared `capability` (-32021 on a modern request)."""

@@ -16,6 +16,7 @@ from . import jsonrpc
 from .context import LOG_LEVELS, Context
 from .dispatch import Dispatcher
 from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
+from . import tasks
 from .mrtr import InputRequired
 
 MODERN_VERSIONS = ("2026-07-28",)
@@ -26,8 +27,9 @@ CLIENT_INFO_KEY = PREFIX + "clientInfo"
 LOG_LEVEL_KEY = PREFIX + "logLevel"
 SERVER_INFO_KEY = PREFIX + "serverInfo"
 SUBSCRIPTION_KEY = PREFIX + "subscriptionId"
-# The methods that may answer with `input_required`, and the header naming their target.
+# The methods that may answer with `input_required`, and the param their Mcp-Name header mirrors.
 INPUT_METHODS = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED = {**INPUT_METHODS, **{method: "taskId" for method in tasks.METHODS}}
 CACHEABLE = ("server/discover", "tools/list", "prompts/list", "resources/list", "resources/templates/list",
              "resources/read")
 
@@ -104,10 +106,10 @@ class ModernDispatcher:
         }
 
     def knows(self, method: str) -> bool:
-        return method in self.handlers or method == "subscriptions/listen"
+        return method in self.handlers or method == "subscriptions/listen" or method in tasks.METHODS
 
     def capabilities(self) -> dict:
-        return self.legacy.capabilities()
+        return {**self.legacy.capabilities(), "extensions": {tasks.EXTENSION: {}}}
 
     async def handle(self, method: str, params: dict, ctx: Context) -> dict:
         handler = self.handlers.get(method)

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
 from . import content
 from .context import Context, SyncContext
 from .jsonrpc import InvalidParams, JSONRPCError
+from .tasks import TASK_SUPPORT
 
 logger = logging.getLogger("mcp_transport")
 
@@ -150,6 +151,7 @@ class Tool(Guarded):
     meta: dict | None = None
     permissions: tuple = ()
     allow: Callable | None = None
+    task_support: str = "forbidden"
 
     def definition(self) -> dict:
         item = {
@@ -266,9 +268,12 @@ class Registry:
 
     def tool(self, fn=None, *, name=None, description=None, title=None, input_schema=None,
              output_schema=None, annotations=None, disconnect_policy=None, retry_ms=None, meta=None,
-             permissions=None, allow=None):
+             permissions=None, allow=None, task_support="forbidden"):
         """Declare a tool. `disconnect_policy` and `retry_ms` override the settings for its streams;
-        `permissions` (Django permission names) and `allow(user)` hide it from other users."""
+        `permissions` (Django permission names) and `allow(user)` hide it from other users;
+        `task_support` ("forbidden", "optional", "required") whether a call may run as a task."""
+        if task_support not in TASK_SUPPORT:
+            raise ValueError(f"task_support must be one of {', '.join(TASK_SUPPORT)}")
 
         def register(fn):
             tool_name = name or fn.__name__
@@ -279,7 +284,7 @@ class Registry:
                 out = ret.model_json_schema()
             self.tools[tool_name] = Tool(
                 tool_name, fn, sig, _description(fn, description), title, input_schema, out,
-                annotations, disconnect_policy, retry_ms, meta, _perms(permissions), allow,
+                annotations, disconnect_policy, retry_ms, meta, _perms(permissions), allow, task_support,
             )
             return fn
 

@@ -20,8 +20,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..models import (Delivery, Event, ModernRequest, Session, Stream, StreamConnection, Subscription, Worker,
-                      hash_uri, retention_cutoff)
+from ..models import (Delivery, Event, ModernRequest, Session, Stream, StreamConnection, Subscription, Task,
+                      Worker, hash_uri, retention_cutoff)
 from .records import (
     MAX_ROW_ID, PRIMING, WORKER, NewRequestStream, PendingStream, StoredEvent, early_events, message_kinds,
     stream_pk,
@@ -33,6 +33,11 @@ NO_TRANSACTION = nullcontext()
 # max_allowed_packet (16 MB by default), however small each event; UTF-8 takes at most 4 bytes
 # a character.
 INSERT_CHARS = 2_000_000
+
+
+def _json(value) -> str:
+    """JSON as text every database stores: ASCII (a NUL is the six characters \\u0000)."""
+    return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
 
 
 def _storable(text, max_length: int | None = None) -> str:
@@ -337,9 +342,11 @@ class Store:
         now = timezone.now()
         self.rows(Worker).update_or_create(id=WORKER, defaults=dict(host=host, pid=pid, heartbeat_at=now,
                                                                    stopping=stopping))
+        lease = timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
         self.rows(Stream).filter(worker=WORKER, status=Stream.Status.OPEN, kind=Stream.Kind.REQUEST).update(
-            lease_expires_at=timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS)
+            lease_expires_at=lease
         )
+        self.rows(Task).filter(worker=WORKER, status__in=Task.ACTIVE).update(lease_expires_at=lease)
 
     def prune(self) -> dict:
         """Delete expired and terminated sessions, finished streams past their retention, and the
@@ -347,7 +354,97 @@ class Store:
         streams, _ = self.rows(Stream).past_retention().delete()
         sessions, _ = self.rows(Session).prunable().delete()
         modern = self.forget_orphaned_modern()
-        return {"streams": streams, "sessions": sessions, "modern": modern}
+        tasks, _ = self.rows(Task).expired().delete()
+        return {"streams": streams, "sessions": sessions, "modern": modern, "tasks": tasks}
+
+    # Tasks: every change is one conditional statement, or a locked read and a write
+
+    def create_task(self, task_id: str, *, server: str, principal: str, method: str, tool: str, request: dict,
+                    client_capabilities: dict, ttl_ms: int | None, poll_interval_ms: int,
+                    session_id: str | None = None) -> Task:
+        now = timezone.now()
+        return self.rows(Task).create(
+            id=task_id, server=server[:100], principal=_storable(principal, 200), session_id=session_id,
+            method=method[:100], tool=_storable(tool, 200), request=_json(request),
+            client_capabilities=_json(client_capabilities), ttl_ms=ttl_ms, poll_interval_ms=poll_interval_ms,
+            worker=WORKER, lease_expires_at=now + timedelta(seconds=mcp_settings.LEASE_SECONDS),
+            created_at=now, updated_at=now,
+            expires_at=now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None,
+        )
+
+    def get_task(self, task_id: str, server: str, principal: str) -> Task | None:
+        """The task, if it is `principal`'s: anyone else's is as unknown as a task that never was."""
+        return self.rows(Task).filter(pk=task_id, server=server, principal=principal).first()
+
+    def ask_task(self, task_id: str, requests: dict[str, dict]) -> str | None:
+        """The running task waits on these questions: -> its status (None: no longer active)."""
+        with self.atomic():
+            task = self.rows(Task).select_for_update().filter(pk=task_id, status__in=Task.ACTIVE).first()
+            if task is None:
+                return None
+            pending, answered = json.loads(task.input_requests), json.loads(task.input_responses)
+            pending.update({k: v for k, v in requests.items() if k not in answered})
+            if pending:
+                self.rows(Task).filter(pk=task_id).update(
+                    input_requests=_json(pending), status=Task.Status.INPUT_REQUIRED, updated_at=timezone.now())
+            return Task.Status.INPUT_REQUIRED if pending else task.status
+
+    def task_answers(self, task_id: str, keys) -> tuple[str | None, dict]:
+        """The running task's answers to `keys` received so far, and its status (None: gone)."""
+        task = self.rows(Task).filter(pk=task_id).only("status", "input_responses").first()
+        if task is None:
+            return None, {}
+        answered = json.loads(task.input_responses)
+        return task.status, {k: answered[k] for k in keys if k in answered}
+
+    def answer_task(self, task_id: str, server: str, principal: str, responses: dict) -> Task | None:
+        """`tasks/update`: answers to questions the task waits on (others are ignored). Back to
+        working once none is left. None for an unknown task."""
+        with self.atomic():
+            task = self.rows(Task).select_for_update().filter(pk=task_id, server=server, principal=principal).first()
+            if task is None or task.terminal:
+                return task
+            pending, answered = json.loads(task.input_requests), json.loads(task.input_responses)
+            taken = {k: v for k, v in responses.items() if k in pending}
+            if taken:
+                answered.update(taken)
+                for key in taken:
+                    del pending[key]
+                task.input_requests, task.input_responses = _json(pending), _json(answered)
+                task.status = Task.Status.INPUT_REQUIRED if pending else Task.Status.WORKING
+                task.updated_at = timezone.now()
+                self.rows(Task).filter(pk=task_id).update(
+                    input_requests=task.input_requests, input_responses=task.input_responses, status=task.status,
+                    updated_at=task.updated_at)
+            return task
+
+    def cancel_task(self, task_id: str, server: str, principal: str, message: str = "") -> Task | None:
+        """`tasks/cancel`: an active task is cancelled now (the table decides; its worker stops the
+        work when told); a finished one stays as it is. None for an unknown task."""
+        now = timezone.now()
+        self.rows(Task).filter(pk=task_id, server=server, principal=principal, status__in=Task.ACTIVE).update(
+            status=Task.Status.CANCELLED, status_message=message, input_requests="{}", updated_at=now, finished_at=now)
+        return self.get_task(task_id, server, principal)
+
+    def finish_task(self, task_id: str, status: str, result: dict | None = None, error: dict | None = None,
+                    message: str = "") -> bool:
+        """The task's outcome, unless it already has one (a cancel came first): -> whether stored."""
+        now = timezone.now()
+        return bool(self.rows(Task).filter(pk=task_id, status__in=Task.ACTIVE).update(
+            status=status, result=_json(result) if result is not None else "",
+            error=_json(error) if error is not None else "", status_message=message, input_requests="{}",
+            updated_at=now, finished_at=now))
+
+    def fail_orphaned_tasks(self, error: dict, message: str) -> list[str]:
+        """Active tasks whose worker's lease ran out end `failed`: nobody is running them."""
+        now = timezone.now()
+        with self.atomic():
+            ids = list(self.rows(Task).orphaned(now).values_list("pk", flat=True))
+            if ids:
+                self.rows(Task).filter(pk__in=ids, status__in=Task.ACTIVE).update(
+                    status=Task.Status.FAILED, error=_json(error), status_message=message, input_requests="{}",
+                    updated_at=now, finished_at=now)
+        return ids
 
     # 2026-07-28 requests held open
 

@@ -207,9 +207,46 @@ def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = 
 
 
 def prune() -> dict:
-    """Delete expired and terminated sessions, finished streams past their retention, and the
-    modern requests of workers that are gone."""
+    """Delete expired and terminated sessions, finished streams past their retention, the modern
+    requests of workers that are gone, and tasks past their TTL."""
     return current().prune()
+
+
+# Tasks
+
+def create_task(task_id: str, **fields):
+    """A new task, running on this worker (its lease renewed by the heartbeat): durable once this returns."""
+    return current().create_task(task_id, **fields)
+
+
+def get_task(task_id: str, server: str, principal: str):
+    """The task if it is this principal's, else None (another's task is unknown, not forbidden)."""
+    return current().get_task(task_id, server, principal)
+
+
+def ask_task(task_id: str, requests: dict[str, dict]) -> str | None:
+    return current().ask_task(task_id, requests)
+
+
+def task_answers(task_id: str, keys) -> tuple[str | None, dict]:
+    return current().task_answers(task_id, keys)
+
+
+def answer_task(task_id: str, server: str, principal: str, responses: dict):
+    return current().answer_task(task_id, server, principal, responses)
+
+
+def cancel_task(task_id: str, server: str, principal: str, message: str = ""):
+    return current().cancel_task(task_id, server, principal, message)
+
+
+def finish_task(task_id: str, status: str, result: dict | None = None, error: dict | None = None,
+                message: str = "") -> bool:
+    return current().finish_task(task_id, status, result, error, message)
+
+
+def fail_orphaned_tasks(error: dict, message: str) -> list[str]:
+    return current().fail_orphaned_tasks(error, message)
 
 
 # 2026-07-28 requests held open (listen streams, long calls): rows the admin shows
@@ -287,3 +324,11 @@ astream_progress = batched(stream_progress)
 aopen_modern = batched(open_modern)
 aclose_modern = batched(close_modern)
 aforget_orphaned_modern = batched(forget_orphaned_modern)
+acreate_task = batched(create_task)
+aget_task = batched(get_task)
+aask_task = batched(ask_task)
+atask_answers = batched(task_answers)
+aanswer_task = batched(answer_task)
+acancel_task = batched(cancel_task)
+afinish_task = batched(finish_task)
+afail_orphaned_tasks = batched(fail_orphaned_tasks)

@@ -100,7 +100,7 @@ def check_headers(headers: dict[str, str], message: jsonrpc.Message, meta: moder
     if method.strip() != message.method:
         raise Mismatch(f"Mcp-Method {method.strip()!r} does not match the body's {message.method!r}")
     params = message.params or {}
-    target = modern.INPUT_METHODS.get(message.method)
+    target = modern.NAMED.get(message.method)
     if target is None:
         return
     name = headers.get("mcp-name")

@@ -17,6 +17,8 @@ type (fields) -> the group it goes to: what the receiver does
   cancelled, its GET stream ended.
 - `mcp.end_modern` (`row`, `reason`) -> the worker holding a 2026-07-28 request (its
   `ModernRequest` row): a listen stream ends with its result, a call with a JSON-RPC error.
+- `mcp.task` (`task`, `action`: "wake" or "cancel") -> the worker running a task: its questions
+  were answered (it reads them from the table), or it was cancelled (it stops the work).
 - `mcp.notify` (`server`, `method`, `params`) -> every worker: a change notification for the
   `subscriptions/listen` streams it holds (2026-07-28; sessions get theirs through stored events).
 
@@ -43,6 +45,7 @@ RESPOND = "mcp.respond"
 SESSION_END = "mcp.session_end"
 NOTIFY = "mcp.notify"
 END_MODERN = "mcp.end_modern"
+TASK = "mcp.task"
 ORIGIN = "origin"
 
 ALL_WORKERS = "mcp.workers"
@@ -119,6 +122,10 @@ def session_end(session_id: str) -> Signal:
 
 def end_modern(worker: str, row_id: int, reason: str | None = None) -> Signal:
     return Signal(worker_group(worker), {"type": END_MODERN, "row": row_id, "reason": reason})
+
+
+def task(worker: str, task_id: str, action: str) -> Signal:
+    return Signal(worker_group(worker), {"type": TASK, "task": task_id, "action": action})
 
 
 def notify(server: str, method: str, params: dict | None) -> Signal:

@@ -31,7 +31,7 @@ from ..storage import store
 from . import messages
 from .bus import Bus
 from .messages import (  # noqa: F401  (the names callers use as relay.CANCEL, relay.worker_group...)
-    ALL_WORKERS, CANCEL, CLOSE, END, END_MODERN, NOTIFY, ORIGIN, RESPOND, SESSION_END, WAKE, Signal,
+    ALL_WORKERS, CANCEL, CLOSE, END, END_MODERN, NOTIFY, ORIGIN, RESPOND, SESSION_END, TASK, WAKE, Signal,
     stream_group, worker_group,
 )
 
@@ -64,7 +64,8 @@ class Relay:
         self.worker_id = worker_id
         self.bus = bus
         # CANCEL and RESPOND: handler(session id, payload); SESSION_END: handler(session id);
-        # NOTIFY: handler(server name, method, params); END_MODERN: handler(row id, reason).
+        # NOTIFY: handler(server name, method, params); END_MODERN: handler(row id, reason);
+        # TASK: handler(task id, action).
         self.handlers: dict[str, Callable] = {}
         self.layer = None
         self.channel: str | None = None
@@ -86,8 +87,8 @@ class Relay:
 
     def on(self, kind: str, handler: Callable):
         """What this process does when another asks it to cancel (CANCEL), hands it a client's answer
-        (RESPOND), ends a session (SESSION_END), sends a change notification (NOTIFY) or ends a
-        2026-07-28 request (END_MODERN)."""
+        (RESPOND), ends a session (SESSION_END), sends a change notification (NOTIFY), ends a
+        2026-07-28 request (END_MODERN) or wakes or cancels one of its tasks (TASK)."""
         self.handlers[kind] = handler
 
     async def _start(self):
@@ -201,6 +202,11 @@ class Relay:
     def session_ended(self, session_id: str):
         self._send(messages.session_end(session_id))
 
+    def task(self, worker: str, task_id: str, action: str):
+        """A task's answers came, or it was cancelled: tell the worker running it. The row already
+        says so; a lost message only waits for that worker's next read (or the lease)."""
+        self._send(messages.task(worker, task_id, action))
+
     def notify(self, server: str, method: str, params: dict | None):
         """A change notification for the other workers' listen streams (this one delivers its own)."""
         self._send(messages.notify(server, method, params))
@@ -272,6 +278,8 @@ class Relay:
             self._call(NOTIFY, message["server"], message["method"], message.get("params"))
         elif kind == END_MODERN:
             self._call(END_MODERN, message["row"], message.get("reason"))
+        elif kind == TASK:
+            self._call(TASK, message["task"], message.get("action"))
 
     def _call(self, kind: str, *args):
         handler = self.handlers.get(kind)

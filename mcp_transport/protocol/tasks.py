@@ -1,0 +1,99 @@
+"""Tasks, the MCP side: what a task looks like on the wire, and what a tool may do with its own.
+
+A task is a tool call that answers with a handle instead of its result; the client polls the
+handle (`tasks/get`), answers its questions (`tasks/update`) and may cancel it (`tasks/cancel`).
+Revision 2026-07-28 has them as the extension `io.modelcontextprotocol/tasks` (SEP-2663): the
+server decides, per call, whether a tool that supports tasks (`@mcp.tool(task_support=...)`)
+answers with a task, for clients that declare the extension. The durable core (rows, leases,
+runners) is the execution layer's; this module is the wire form and the tool's handle on it.
+"""
+from __future__ import annotations
+
+from datetime import datetime, timezone
+from typing import Protocol
+
+from . import jsonrpc
+from .jsonrpc import InvalidParams, JSONRPCError
+
+EXTENSION = "io.modelcontextprotocol/tasks"
+METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+TASK_SUPPORT = ("forbidden", "optional", "required")
+ACTIVE = ("working", "input_required")
+
+
+class TaskControl(Protocol):
+    """What the layer running a call gives a tool about its task (`ctx.task`)."""
+
+    @property
+    def task_id(self) -> str | None: ...
+
+    async def become_task(self, status_message: str | None = None) -> bool: ...
+
+    async def ask(self, requests: dict[str, dict]) -> dict[str, dict]: ...
+
+
+def missing_extension() -> JSONRPCError:
+    return JSONRPCError(jsonrpc.MISSING_CLIENT_CAPABILITY, f"This request needs the {EXTENSION} extension",
+                        {"requiredCapabilities": {"extensions": {EXTENSION: {}}}})
+
+
+def declared(capabilities: dict) -> bool:
+    extensions = capabilities.get("extensions") if isinstance(capabilities, dict) else None
+    return isinstance(extensions, dict) and EXTENSION in extensions
+
+
+def task_id_param(params: dict) -> str:
+    task_id = params.get("taskId")
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+        raise InvalidParams("Invalid params: 'taskId' must be a task id")
+    return task_id
+
+
+def unknown_task(task_id: str) -> InvalidParams:
+    return InvalidParams(f"Invalid params: unknown task {task_id!r}", {"taskId": task_id})
+
+
+def iso(moment: datetime) -> str:
+    return moment.astimezone(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def task_fields(task_id: str, status: str, *, created_at: datetime, updated_at: datetime, ttl_ms: int | None,
+                poll_interval_ms: int, status_message: str = "") -> dict:
+    """The `Task` every form shares: what a created task is, and the start of every poll's answer."""
+    fields = {"taskId": task_id, "status": status, "createdAt": iso(created_at), "lastUpdatedAt": iso(updated_at),
+              "ttlMs": ttl_ms, "pollIntervalMs": poll_interval_ms}
+    if status_message:
+        fields["statusMessage"] = status_message
+    return fields
+
+
+def created(fields: dict) -> dict:
+    """CreateTaskResult: the task, flat, as the call's result."""
+    return {"resultType": "task", **fields}
+
+
+def detailed(fields: dict, *, result: dict | None = None, error: dict | None = None,
+             input_requests: dict | None = None) -> dict:
+    """A `tasks/get` answer (DetailedTask): what the status says is there, nothing else."""
+    status = fields["status"]
+    if status == "completed":
+        return {**fields, "result": result or {}}
+    if status == "failed":
+        return {**fields, "error": error or {"code": jsonrpc.INTERNAL_ERROR, "message": "Task failed"}}
+    if status == "input_required":
+        return {**fields, "inputRequests": input_requests or {}}
+    return fields
+
+
+def inlined_result(result: dict) -> dict:
+    """A tool's result as a task keeps it: what the call would have answered, without the
+    envelope of the answer it did not give (`resultType`, the server's identity)."""
+    kept = {k: v for k, v in result.items() if k != "resultType"}
+    meta = kept.get("_meta")
+    if isinstance(meta, dict):
+        meta = {k: v for k, v in meta.items() if not k.startswith("io.modelcontextprotocol/")}
+        if meta:
+            kept["_meta"] = meta
+        else:
+            kept.pop("_meta")
+    return kept

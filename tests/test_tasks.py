@@ -1,0 +1,181 @@
+"""Durable tasks, the 2026-07-28 tasks extension (io.modelcontextprotocol/tasks), in-process."""
+import asyncio
+import json
+from datetime import timedelta
+
+import pytest
+from asgiref.sync import sync_to_async
+from django.contrib.auth.models import User
+from django.test import override_settings
+from django.utils import timezone
+
+from example_project.asgi import application
+from mcp_transport.auth import create_token
+from mcp_transport.execution.worker import worker
+from mcp_transport.models import Task
+from mcp_transport.testing import ModernCommunicator
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+EXTENSION = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def tasks_client(**capabilities):
+    return ModernCommunicator(application, capabilities={**EXTENSION, **capabilities})
+
+
+async def poll(client, task_id, until=("completed", "failed", "cancelled"), timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        result = (await client.request("tasks/get", {"taskId": task_id})).result
+        if result["status"] in until or asyncio.get_running_loop().time() > deadline:
+            return result
+        await asyncio.sleep(0.05)
+
+
+async def test_a_call_that_outlasts_the_grace_becomes_a_task_the_client_polls():
+    client = tasks_client()
+    created = (await client.call_tool("slow_compute", {"seconds": 1, "label": "x"})).result
+    assert created["resultType"] == "task" and created["status"] == "working"
+    assert set(created) >= {"taskId", "createdAt", "lastUpdatedAt", "ttlMs", "pollIntervalMs"}
+    assert not {"result", "error", "inputRequests", "requestState", "ttl", "pollInterval", "task"} & set(created)
+    assert created["ttlMs"] == 86_400_000 and created["pollIntervalMs"] == 1000
+    at_once = (await client.request("tasks/get", {"taskId": created["taskId"]})).result
+    assert at_once["resultType"] == "complete" and at_once["status"] == "working" and "result" not in at_once
+    done = await poll(client, created["taskId"])
+    assert done["status"] == "completed"
+    assert done["result"] == {"content": [{"type": "text", "text": "Computed x in 1s"}]}
+    row = await sync_to_async(Task.objects.get)(pk=created["taskId"])
+    assert row.tool == "slow_compute" and row.worker == worker.id and row.finished_at is not None
+
+
+async def test_a_quick_call_of_a_task_tool_is_a_plain_result():
+    result = (await tasks_client().call_tool("slow_compute", {"seconds": 0})).result
+    assert result["resultType"] == "complete" and "taskId" not in result
+
+
+async def test_without_the_extension_nothing_becomes_a_task_and_the_task_methods_are_refused():
+    plain = ModernCommunicator(application)
+    result = (await plain.call_tool("slow_compute", {"seconds": 0.6})).result
+    assert result["resultType"] == "complete" and result["content"][0]["text"].startswith("Computed")
+    required = await plain.call_tool("failing_job")
+    assert required.status == 400 and required.json["error"]["code"] == -32021
+    assert required.json["error"]["data"] == {"requiredCapabilities": EXTENSION}
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        refused = await plain.request(method, {"taskId": "x", "inputResponses": {}})
+        assert refused.json["error"]["code"] == -32021, method
+
+
+async def test_unknown_and_malformed_task_ids_are_invalid_params():
+    client = tasks_client()
+    for task_id in ("no-such-task", "", "x" * 65):
+        response = await client.request("tasks/get", {"taskId": task_id})
+        assert response.json["error"]["code"] == -32602, task_id
+    # A number has no Mcp-Name that mirrors it: the headers are refused first.
+    assert (await client.request("tasks/get", {"taskId": 42})).json["error"]["code"] == -32020
+    for method in ("tasks/result", "tasks/list"):
+        assert (await client.request(method, {"taskId": "x"})).json["error"]["code"] == -32601
+
+
+async def test_a_tool_error_completes_the_task_a_protocol_error_fails_it():
+    client = tasks_client()
+    failing = (await client.call_tool("failing_job")).result
+    done = await poll(client, failing["taskId"])
+    assert done["status"] == "completed" and done["result"]["isError"] is True
+    broken = (await client.call_tool("protocol_error_job")).result
+    failed = await poll(client, broken["taskId"])
+    assert failed["status"] == "failed" and "result" not in failed
+    assert failed["error"]["code"] == -32603 and "backend is unavailable" in failed["error"]["message"]
+
+
+async def test_cancel_wins_over_the_work_and_is_acknowledged_again_once_terminal():
+    client = tasks_client()
+    created = (await client.call_tool("slow_compute", {"seconds": 5})).result
+    ack = await client.request("tasks/cancel", {"taskId": created["taskId"]})
+    assert ack.result == {"resultType": "complete", "_meta": ack.result["_meta"]}
+    cancelled = await poll(client, created["taskId"])
+    assert cancelled["status"] == "cancelled" and "result" not in cancelled
+    for _ in range(100):
+        if created["taskId"] not in worker.tasks.running:
+            break
+        await asyncio.sleep(0.01)
+    assert created["taskId"] not in worker.tasks.running  # the work was stopped, not left running
+    again = await client.request("tasks/cancel", {"taskId": created["taskId"]})
+    assert again.result["resultType"] == "complete"
+    assert (await poll(client, created["taskId"]))["status"] == "cancelled"
+
+
+async def test_a_task_asks_the_client_through_tasks_get_and_tasks_update():
+    client = tasks_client(elicitation={})
+    created = (await client.call_tool("confirm_delete", {"path": "/srv/x"})).result
+    assert created["resultType"] == "task" and created["statusMessage"] == "Waiting for confirmation"
+    waiting = await poll(client, created["taskId"], until=("input_required",))
+    assert waiting["status"] == "input_required"
+    (key, ask), = waiting["inputRequests"].items()
+    assert key == "confirm" and ask["method"] == "elicitation/create"
+    bad = await client.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {"confirm": 7}})
+    assert bad.json["error"]["code"] == -32602
+    ack = await client.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
+        "confirm": {"action": "accept", "content": {"ok": True}}, "never-asked": {"action": "accept"}}})
+    assert ack.result["resultType"] == "complete"
+    done = await poll(client, created["taskId"])
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted /srv/x"
+
+
+async def test_partial_answers_keep_the_task_waiting_for_the_rest():
+    client = tasks_client(elicitation={})
+    created = (await client.call_tool("multi_input")).result
+    waiting = await poll(client, created["taskId"], until=("input_required",))
+    assert set(waiting["inputRequests"]) == {"first_name", "last_name"}
+    await client.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
+        "first_name": {"action": "accept", "content": {"name": "Ada"}}}})
+    still = (await client.request("tasks/get", {"taskId": created["taskId"]})).result
+    assert still["status"] == "input_required" and set(still["inputRequests"]) == {"last_name"}
+    await client.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
+        "last_name": {"action": "accept", "content": {"name": "Lovelace"}}}})
+    done = await poll(client, created["taskId"])
+    assert done["result"]["content"][0]["text"] == "Hello, Ada Lovelace!"
+
+
+async def test_questions_before_the_task_are_input_required_results_then_the_task_has_the_answer():
+    client = tasks_client(elicitation={})
+    first = await client.call_tool("test_tool_with_task")
+    assert first.result["resultType"] == "input_required" and "taskId" not in first.result
+    second = await client.retry(first, {"user_name": {"action": "accept", "content": {"name": "Alice"}}})
+    assert second.result["resultType"] == "task" and "requestState" not in second.result
+    done = await poll(client, second.result["taskId"])
+    assert done["result"]["content"][0]["text"] == "Hello, Alice, from a task!"
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]})
+async def test_a_task_is_its_principals_alone():
+    tokens = await sync_to_async(lambda: [create_token(User.objects.create_user(n))[1] for n in ("ann", "ben")])()
+    ann, ben = ({"authorization": f"Bearer {t}"} for t in tokens)
+    client = tasks_client()
+    created = (await client.call_tool("slow_compute", {"seconds": 1}, headers=ann)).result
+    for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+        response = await client.request(method, {"taskId": created["taskId"], "inputResponses": {}}, headers=ben)
+        assert response.json["error"]["code"] == -32602, method
+    assert (await client.request("tasks/get", {"taskId": created["taskId"]})).json["error"]["code"] == -32602
+    mine = (await client.request("tasks/get", {"taskId": created["taskId"]}, headers=ann)).result
+    assert mine["status"] in ("working", "completed")
+
+
+async def test_a_task_whose_worker_is_gone_fails_at_the_next_heartbeat():
+    now = timezone.now()
+    await sync_to_async(Task.objects.create)(
+        id="orphan", tool="slow_compute", request="{}", worker="dead-worker", status="working",
+        lease_expires_at=now - timedelta(seconds=1), created_at=now, updated_at=now, ttl_ms=60_000)
+    await worker.heartbeat.beat()
+    client = tasks_client()
+    failed = (await client.request("tasks/get", {"taskId": "orphan"})).result
+    assert failed["status"] == "failed" and failed["error"]["data"] == {"reason": "worker_lost"}
+
+
+async def test_the_inlined_result_keeps_the_tools_own_meta_only():
+    from mcp_transport.protocol.tasks import inlined_result
+
+    kept = inlined_result({"resultType": "complete", "content": [], "_meta": {
+        "io.modelcontextprotocol/serverInfo": {"name": "s"}, "com.example/trace": "t"}})
+    assert kept == {"content": [], "_meta": {"com.example/trace": "t"}}
+    assert json.loads(json.dumps(kept)) == kept
