@@ -105,6 +105,15 @@ def _check_modern(config: dict) -> list:
                                    "characters or more, the same on every worker.", id="mcp_transport.E020"))
     if not _positive_number(config["REQUEST_STATE_SECONDS"]):
         errors.append(checks.Error("REQUEST_STATE_SECONDS must be a positive number.", id="mcp_transport.E021"))
+    grace = config["TASK_GRACE_SECONDS"]
+    if not isinstance(grace, Real) or isinstance(grace, bool) or grace < 0:
+        errors.append(checks.Error("TASK_GRACE_SECONDS must be a number of seconds, 0 or more.",
+                                   id="mcp_transport.E024"))
+    if not _positive_number(config["TASK_TTL_SECONDS"], allow_none=True):
+        errors.append(checks.Error("TASK_TTL_SECONDS must be a positive number or None.", id="mcp_transport.E025"))
+    poll = config["TASK_POLL_INTERVAL_MS"]
+    if not isinstance(poll, int) or isinstance(poll, bool) or poll <= 0:
+        errors.append(checks.Error("TASK_POLL_INTERVAL_MS must be a positive int.", id="mcp_transport.E026"))
     ttl = config["CACHE_TTL_MS"]
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
         errors.append(checks.Error("CACHE_TTL_MS must be a non-negative int.", id="mcp_transport.E022"))

@@ -14,6 +14,8 @@ lost channel-layer message only delays it until the worker's sweep:
   forgets it.
 - `end_modern_request`: `mcp.end_modern` to the worker holding a 2026-07-28 listen stream or
   call: the stream ends with its result (the client may listen again), the call with an error.
+- `cancel_task`: the task's row is cancelled, then `mcp.task` (cancel) tells the worker running
+  it to stop the work; the client's next `tasks/get` says cancelled.
 - `prune`: `storage.store.prune()`, the code of `manage.py mcp_prune`.
 
 These run synchronously (`async_to_sync` around the layer), in a view or a shell. Each asks for
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 from django.db.models import Q
 
 from .execution import errors
-from .models import Cutoffs, ModernRequest, Session, Stream
+from .models import Cutoffs, ModernRequest, Session, Stream, Task
 from .storage import store
 from .wakeups import messages
 from .wakeups.relay import ALL_WORKERS, NoChannelLayer, Sender  # noqa: F401  (NoChannelLayer: raised here)
@@ -122,6 +124,19 @@ def end_modern_request(request: ModernRequest, reason: str = "Ended by an operat
     sender().send(messages.end_modern(request.worker, request.pk, reason))
     what = "listen stream ends" if request.kind == ModernRequest.Kind.LISTEN else "call is cancelled"
     return Outcome(True, f"Ending {request} on {request.worker}: the {what}.")
+
+
+def cancel_task(task: Task, reason: str = "Cancelled by an operator") -> Outcome:
+    """Cancel an active task; the worker running it stops the work."""
+    if task.terminal:
+        return Outcome(False, f"{task} already ended.")
+    to_workers = sender()
+    row = store.cancel_task(task.pk, None, None, reason)
+    if row is None or row.status != Task.Status.CANCELLED:
+        return Outcome(False, f"Task {task.pk} ended before the cancel ({row.status if row else 'gone'}).")
+    if row.worker:
+        to_workers.send(messages.task(row.worker, row.pk, "cancel"))
+    return Outcome(True, f"Cancelled task {task.pk} ({task.tool}); {row.worker or 'its worker'} stops the work.")
 
 
 def prune_preview() -> dict:

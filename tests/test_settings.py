@@ -113,6 +113,11 @@ def test_bad_modern_era_settings_get_stable_ids():
         assert ids(check_settings()) == ["mcp_transport.E019"]
     with override_settings(MCP_TRANSPORT={"PROTOCOL_ERAS": ["legacy"], "CACHE_TTL_MS": 0}):
         assert check_settings() == []
+    with override_settings(MCP_TRANSPORT={"TASK_GRACE_SECONDS": -1, "TASK_TTL_SECONDS": 0,
+                                          "TASK_POLL_INTERVAL_MS": 1.5}):
+        assert ids(check_settings()) == ["mcp_transport.E024", "mcp_transport.E025", "mcp_transport.E026"]
+    with override_settings(MCP_TRANSPORT={"TASK_GRACE_SECONDS": 0, "TASK_TTL_SECONDS": None}):
+        assert check_settings() == []
 
 
 def test_header_params_clients_would_reject_are_check_errors():

@@ -179,3 +179,45 @@ async def test_the_inlined_result_keeps_the_tools_own_meta_only():
         "io.modelcontextprotocol/serverInfo": {"name": "s"}, "com.example/trace": "t"}})
     assert kept == {"content": [], "_meta": {"com.example/trace": "t"}}
     assert json.loads(json.dumps(kept)) == kept
+
+
+async def test_operators_see_tasks_cancel_them_and_count_them():
+    from channels.layers import get_channel_layer
+    from django.contrib.auth import get_user_model
+    from django.test import Client
+    from django.urls import reverse
+
+    from mcp_transport import operations
+    from mcp_transport.management.commands.mcp_status import collect
+    from mcp_transport.wakeups import messages
+
+    client = tasks_client()
+    working = (await client.call_tool("slow_compute", {"seconds": 5, "label": "admin"})).result["taskId"]
+    finished = (await client.call_tool("failing_job")).result["taskId"]
+    await poll(client, finished)
+    layer = get_channel_layer()
+    channel = await layer.new_channel()
+    await layer.group_add(messages.worker_group(worker.id), channel)
+
+    def operate():
+        user = get_user_model().objects.create_superuser("op", "op@example.com", "pw")
+        web = Client()
+        web.force_login(user)
+        listing = web.get(reverse("admin:mcp_transport_task_changelist")).content.decode()
+        page = web.get(reverse("admin:mcp_transport_task_change", args=[working])).content.decode()
+        before = collect()["tasks"]
+        outcome = operations.cancel_task(Task.objects.get(pk=working))
+        again = operations.cancel_task(Task.objects.get(pk=working))
+        return listing, page, before, outcome, again, collect()["tasks"]
+
+    listing, page, before, outcome, again, after = await sync_to_async(operate)()
+    message = await asyncio.wait_for(layer.receive(channel), 2)
+    await layer.group_discard(messages.worker_group(worker.id), channel)
+    assert "slow_compute" in listing and "failing_job" in listing and "working" in listing
+    assert "mcp-cancel-task" in page and "admin" in page
+    assert before["working"] == 1 and before["completed"] == 1
+    assert outcome.done and not again.done
+    assert message == {**message, "type": messages.TASK, "task": working, "action": "cancel"}
+    worker.relay.handle(message)
+    assert after["cancelled"] == 1 and after["working"] == 0
+    assert (await poll(client, working))["status"] == "cancelled"

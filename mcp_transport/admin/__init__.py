@@ -11,17 +11,18 @@ may do is a permission of the model:
 | cancel a stream's in-flight request          | `mcp_transport.change_stream`                |
 | prune expired sessions and finished streams  | `mcp_transport.delete_session` and `mcp_transport.delete_stream` |
 | end a 2026-07-28 listen stream or call       | `mcp_transport.change_modernrequest`         |
+| cancel a task                                | `mcp_transport.change_task`                  |
 
 Changelists make a fixed number of queries whatever the page size: the counts shown come from
 stored counters (`Stream.last_seq`) and from one grouped query for the page's rows
 (`decorate()`), never from one query per row.
 
 Where things are: one module per page (`sessions`, `streams`, `events`, `workers`, `tokens`,
-`modern`: the 2026-07-28 listen streams and long calls);
+`modern`: the 2026-07-28 listen streams and long calls, `tasks`);
 `base` the view-only ModelAdmin they share, `actions` how a page runs an operation
 (confirmation, report, history), `counts` the per-page counts, `display` badges, times and
 payloads, `timeline` the stream page's SVG. What each state means (session, stream, worker)
 is decided in `mcp_transport.models`, shared with `manage.py mcp_status`.
 """
 # Importing the page modules registers them (Django's admin autodiscovery imports this package).
-from . import events, modern, sessions, streams, tokens, workers  # noqa: F401
+from . import events, modern, sessions, streams, tasks, tokens, workers  # noqa: F401

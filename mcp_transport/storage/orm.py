@@ -418,13 +418,17 @@ class Store:
                     updated_at=task.updated_at)
             return task
 
-    def cancel_task(self, task_id: str, server: str, principal: str, message: str = "") -> Task | None:
-        """`tasks/cancel`: an active task is cancelled now (the table decides; its worker stops the
-        work when told); a finished one stays as it is. None for an unknown task."""
+    def cancel_task(self, task_id: str, server: str | None, principal: str | None, message: str = "") -> Task | None:
+        """`tasks/cancel` (or an operator's, with server and principal None): an active task is
+        cancelled now (the table decides; its worker stops the work when told); a finished one
+        stays as it is. None for an unknown task."""
         now = timezone.now()
-        self.rows(Task).filter(pk=task_id, server=server, principal=principal, status__in=Task.ACTIVE).update(
+        mine = self.rows(Task).filter(pk=task_id)
+        if server is not None:
+            mine = mine.filter(server=server, principal=principal)
+        mine.filter(status__in=Task.ACTIVE).update(
             status=Task.Status.CANCELLED, status_message=message, input_requests="{}", updated_at=now, finished_at=now)
-        return self.get_task(task_id, server, principal)
+        return mine.first()
 
     def finish_task(self, task_id: str, status: str, result: dict | None = None, error: dict | None = None,
                     message: str = "") -> bool:

@@ -236,7 +236,8 @@ def answer_task(task_id: str, server: str, principal: str, responses: dict):
     return current().answer_task(task_id, server, principal, responses)
 
 
-def cancel_task(task_id: str, server: str, principal: str, message: str = ""):
+def cancel_task(task_id: str, server: str | None, principal: str | None, message: str = ""):
+    """Cancel an active task (server and principal None: whoever's it is, for an operator)."""
     return current().cancel_task(task_id, server, principal, message)
 
 

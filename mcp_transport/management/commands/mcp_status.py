@@ -12,7 +12,7 @@ from django.db.models import Count, Max, Min, Q
 from django.utils import timezone
 
 from mcp_transport.conf import mcp_settings
-from mcp_transport.models import Cutoffs, ModernRequest, Session, Stream, Worker
+from mcp_transport.models import Cutoffs, ModernRequest, Session, Stream, Task, Worker
 
 # A worker's state is its liveness (`Worker.liveness_at`), or unknown: named by streams, no row.
 ALIVE, STOPPING, STALE = Worker.Liveness.ALIVE, Worker.Liveness.STOPPING, Worker.Liveness.STALE
@@ -143,6 +143,8 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
         "lease_seconds": lease_seconds,
         "sessions_active": Session.objects.active(cutoffs).count(),
         "modern": modern_totals,
+        "tasks": {status: 0 for status in Task.Status.values} | dict(
+            Task.objects.order_by().values("status").annotate(n=Count("id")).values_list("status", "n")),
         "workers": workers,
         "workers_hidden": hidden,
         "streams": totals,
@@ -204,6 +206,7 @@ def render(status: dict) -> str:
          f"{s['replayable_finished']}."),
         (f"2026-07-28: listen streams open: {status['modern']['listen_streams']}; calls running for over a second: "
          f"{status['modern']['long_calls']}."),
+        "Tasks: " + ", ".join(f"{label} {status['tasks'][value]}" for value, label in Task.Status.choices) + ".",
     ]
     if s["orphaned"]:
         lines.append(f"Requests whose lease expired (their worker is gone; the next heartbeat or resume fails "
