@@ -66,8 +66,8 @@ def users():
     return sync_to_async(make)
 
 
-def client_for(token=None):
-    client = MCPCommunicator(application, "/auth/mcp")
+def client_for(token=None, communicator=MCPCommunicator):
+    client = communicator(application, "/auth/mcp")
     original = client._headers
 
     def headers(method, extra):
@@ -191,17 +191,7 @@ def test_token_command_creates_lists_and_revokes():
 
 
 def modern_client_for(token=None):
-    client = ModernCommunicator(application, "/auth/mcp")
-    original = client._headers
-
-    def headers(method, extra):
-        extra = dict(extra or {})
-        if token:
-            extra.setdefault("authorization", f"Bearer {token}")
-        return original(method, extra)
-
-    client._headers = headers
-    return client
+    return client_for(token, ModernCommunicator)
 
 
 @override_settings(MCP_TRANSPORT=BEARER)

@@ -9,10 +9,10 @@ from django.urls import path
 from django.utils import timezone
 
 from .. import operations
-from ..models import Cutoffs, ModernRequest, Worker
+from ..models import ModernRequest
 from .base import OperatorAdmin
-from .display import badge, when
-from .workers import LIVENESS_BADGES
+from .display import when
+from .workers import decorate_liveness, liveness_badge
 
 END_PERMISSION = "mcp_transport.change_modernrequest"
 
@@ -45,13 +45,7 @@ class ModernRequestAdmin(OperatorAdmin):
     readonly_fields = fields
 
     def decorate(self, rows):
-        """The liveness of the page's workers, from one query."""
-        cutoffs = Cutoffs.at()
-        workers = {w.id: w for w in Worker.objects.filter(id__in={r.worker for r in rows})}
-        for row in rows:
-            worker = workers.get(row.worker)
-            row.liveness = worker.liveness_at(cutoffs) if worker else Worker.Liveness.STALE
-        return rows
+        return decorate_liveness(rows)
 
     @admin.display(description="client")
     def client(self, obj):
@@ -59,11 +53,7 @@ class ModernRequestAdmin(OperatorAdmin):
 
     @admin.display(description="worker")
     def worker_alive(self, obj):
-        liveness = getattr(obj, "liveness", None)
-        if liveness is None:
-            worker = Worker.objects.filter(id=obj.worker).first()
-            liveness = worker.liveness_at(Cutoffs.at()) if worker else Worker.Liveness.STALE
-        return badge(*LIVENESS_BADGES[liveness])
+        return liveness_badge(obj)
 
     @admin.display(description="since", ordering="started_at")
     def since(self, obj):

@@ -8,10 +8,10 @@ from django.utils import timezone
 from django.utils.html import format_html
 
 from .. import operations
-from ..models import Cutoffs, Task, Worker
+from ..models import Task
 from .base import OperatorAdmin
 from .display import badge, pretty_json, short_id, when
-from .workers import LIVENESS_BADGES
+from .workers import decorate_liveness, liveness_badge
 
 CANCEL_PERMISSION = "mcp_transport.change_task"
 STATUS_BADGES = {
@@ -44,12 +44,7 @@ class TaskAdmin(OperatorAdmin):
                        "result_json", "error_json")
 
     def decorate(self, rows):
-        cutoffs = Cutoffs.at()
-        workers = {w.id: w for w in Worker.objects.filter(id__in={r.worker for r in rows if r.worker})}
-        for row in rows:
-            worker = workers.get(row.worker)
-            row.liveness = worker.liveness_at(cutoffs) if worker else Worker.Liveness.STALE
-        return rows
+        return decorate_liveness(rows)
 
     @admin.display(description="task", ordering="id")
     def task(self, obj):
@@ -61,13 +56,7 @@ class TaskAdmin(OperatorAdmin):
 
     @admin.display(description="worker alive")
     def worker_alive(self, obj):
-        if obj.terminal:
-            return "—"
-        liveness = getattr(obj, "liveness", None)
-        if liveness is None:
-            worker = Worker.objects.filter(id=obj.worker).first()
-            liveness = worker.liveness_at(Cutoffs.at()) if worker else Worker.Liveness.STALE
-        return badge(*LIVENESS_BADGES[liveness])
+        return "—" if obj.terminal else liveness_badge(obj)
 
     @admin.display(description="created", ordering="created_at")
     def created(self, obj):

@@ -16,6 +16,24 @@ LIVENESS_BADGES = {
 }
 
 
+def decorate_liveness(rows, field: str = "worker"):
+    """Each row's worker liveness (`row.liveness`), from one query for the page."""
+    cutoffs = Cutoffs.at()
+    ids = {getattr(row, field) for row in rows if getattr(row, field)}
+    workers = {w.id: w for w in Worker.objects.filter(id__in=ids)}
+    for row in rows:
+        worker = workers.get(getattr(row, field))
+        row.liveness = worker.liveness_at(cutoffs) if worker else Worker.Liveness.STALE
+    return rows
+
+
+def liveness_badge(obj, field: str = "worker"):
+    """A row's worker as alive / stopping / silent (decorated rows; a detail page asks once)."""
+    if getattr(obj, "liveness", None) is None:
+        decorate_liveness([obj], field)
+    return badge(*LIVENESS_BADGES[obj.liveness])
+
+
 @admin.register(Worker)
 class WorkerAdmin(OperatorAdmin):
     list_display = ("id", "host", "pid", "started_at", "heartbeat_at", "alive", "holding", "running")
