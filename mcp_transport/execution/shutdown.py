@@ -6,6 +6,10 @@ streams live in the database); a connection its client cannot resume (a session 
 SHUTDOWN_GRACE_SECONDS to finish; their events still reach the other workers' connections
 through the relay. Whatever is still running then ends with a JSON-RPC error the client can
 read, on whichever connection holds it, and daphne stops.
+
+2026-07-28 requests have no stream to resume: each `subscriptions/listen` stream ends at once with
+its result (its client listens again, through another worker), and the calls in flight get the
+same grace period to answer on their own connections.
 """
 from __future__ import annotations
 
@@ -64,13 +68,16 @@ class Shutdown:
 
     async def graceful(self, grace: float):
         worker = self.worker
-        requests, bus = worker.requests, worker.bus
+        requests, bus, modern = worker.requests, worker.bus, worker.modern
+        modern.end_listens()
         await store.aheartbeat(socket.gethostname(), os.getpid(), stopping=True)
         retry_ms = mcp_settings.RETRY_MS if isinstance(mcp_settings.RETRY_MS, int) else None
         bus.close_all(retry_ms, reason="shutdown")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while requests.running_streams() and loop.time() < deadline:
+        # Until the listen streams have sent their result and the modern calls have answered, too.
+        while (requests.running_streams() or modern.calls or modern.listens) and loop.time() < deadline:
+            modern.end_listens()  # and those opened here since
             await asyncio.sleep(0.05)
         for (session_id, key), stream_id in requests.running_streams().items():
             error = errors.worker_shutdown(json.loads(key), worker.id)
