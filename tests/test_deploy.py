@@ -1,7 +1,8 @@
 """The deploy/ topology for real on 127.0.0.1: nginx (Debian's, deploy/nginx.conf, round-robin, no
 sticky sessions) in front of two daphne workers on PostgreSQL + Redis. Every request of these tests
 goes through nginx; the access log ($upstream_addr), Stream.worker and the connection log say which
-worker served what.
+worker served what (for 2026-07-28 requests, which have no session and no stored stream, the access
+log alone, each request naming itself in its User-Agent).
 
 Needs nginx (tests/deploy/install.sh, run by `make test`), PostgreSQL and Redis (started by .ci/run).
 Without them these tests skip and say why; in CI (CI set) they fail instead.
@@ -21,19 +22,25 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import zlib
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import psycopg
 import pytest
+from django.core import signing
 
 from example_project.settings import MCP_TRANSPORT as EXAMPLE_TRANSPORT
 from mcp_transport.conf import DEFAULTS
+from mcp_transport.protocol import mrtr
 
 from .deploy.topology import (
     DEPLOY,
+    SUBSCRIPTION_ID,
+    ModernClient,
     Nginx,
     Tables,
     Tally,
@@ -417,6 +424,207 @@ def test_mcp_status_shows_the_live_cluster(deployed):
     assert status["streams"]["open"] >= 1 and status["streams"]["orphaned"] == 0
 
 
+# MCP 2026-07-28 through nginx: no session, so nothing in the tables says where a request ran; the
+# access log does (each request below has its own User-Agent).
+
+SERVER_INFO = "io.modelcontextprotocol/serverInfo"
+_agents = itertools.count(1)
+
+
+def agent(label: str) -> str:
+    return f"tests/{label}-{next(_agents)}"
+
+
+def served_by(t: Topology, user_agent: str) -> dict:
+    """The access-log entry of the one request sent with this User-Agent (once it has ended)."""
+    (entry,) = t.nginx.wait_for(lambda e: e["agent"] == user_agent)
+    assert entry["worker"] is not None, entry
+    return entry
+
+
+def send_modern(t: Topology, client: ModernClient, message: dict, label: str) -> tuple[httpx.Response, int]:
+    """One modern request answered with JSON: the response, and the worker that served it."""
+    user_agent = agent(label)
+    response = client.send(message, user_agent)
+    assert response.headers["content-type"].startswith("application/json"), response.text
+    return response, served_by(t, user_agent)["worker"]
+
+
+def modern_on_the_other_worker(t: Topology, client: ModernClient, message: dict, avoid: int, label: str,
+                               tries: int = 6) -> tuple[httpx.Response, int]:
+    """Send a request through nginx until a worker other than `avoid` answers it. Round-robin makes
+    that the first or the second try; an answer from `avoid` is dropped (MRTR retries are safe to
+    repeat: the tool runs again from the start, and the state it carries is only read)."""
+    for _ in range(tries):
+        response, worker_index = send_modern(t, client, message, label)
+        if worker_index != avoid:
+            return response, worker_index
+    raise AssertionError(f"{tries} sends of {message['method']} all landed on worker {avoid}")
+
+
+def forged_state(state: str) -> str:
+    """A requestState whose earlier answer the client rewrote and signed again, with a key that is
+    not the servers' (a client can read the state, not sign it)."""
+    data = state.split(":", 1)[0]
+    raw = signing.b64_decode(data.lstrip(".").encode())
+    payload = json.loads(zlib.decompress(raw) if data.startswith(".") else raw)
+    payload["a"]["step1"][1]["content"]["name"] = "Mallory"
+    return signing.dumps(payload, key="not-the-servers-key", salt=mrtr.SALT, compress=True)
+
+
+class Listener:
+    """A `subscriptions/listen` stream through nginx, read in the background: `messages` fills as
+    they arrive. `finish()` makes the reader cut the connection at the next message."""
+
+    def __init__(self, pool, t: Topology, notifications: dict, label: str):
+        self.client = ModernClient(t.nginx.url)
+        self.agent = agent(label)
+        self.request = self.client.message("subscriptions/listen", {"notifications": notifications})
+        self.request["id"] = self.id = self.agent.removeprefix("tests/")  # each stream its own id
+        self.messages: list[dict] = []
+        self._finish = threading.Event()
+        self.reading = pool.submit(self.client.read, self.request, self.agent, stop=self._stop, read_timeout=60)
+
+    def _stop(self, event) -> bool:
+        if event.data:
+            self.messages.append(event.message)
+        return self._finish.is_set()
+
+    def finish(self):
+        self._finish.set()
+
+    def count(self, method: str) -> int:
+        return sum(1 for m in list(self.messages) if m.get("method") == method)
+
+    def wait_for(self, method: str, count: int = 1):
+        wait_until(lambda: self.count(method) >= count or self.reading.done(),
+                   f"{count} {method} on listen stream {self.agent}", tries=400)
+        assert self.count(method) >= count, (self.messages, self.ended())
+
+    def acknowledged(self):
+        self.wait_for("notifications/subscriptions/acknowledged")
+
+    def ended(self):
+        """The reading, once the connection is over (cut by `finish` or closed by the server)."""
+        result = self.reading.result(timeout=60)
+        assert result.status == 200 and result.error is None, (result.status, result.error)
+        assert result.headers["content-type"].startswith("text/event-stream")
+        return result
+
+    def worker(self, t: Topology) -> int:
+        """The worker that held the stream, from the access log (written when the stream ended)."""
+        return served_by(t, self.agent)["worker"]
+
+    def on_stream(self, method: str, params: dict | None = None) -> dict:
+        """A notification as this stream delivers it."""
+        return {"jsonrpc": "2.0", "method": method, "params": {**(params or {}), "_meta": {SUBSCRIPTION_ID: self.id}}}
+
+
+def trigger(t: Topology, client: ModernClient, tool: str) -> int:
+    """A modern tools/call of a tool that announces a change; -> the worker that served it."""
+    response, worker_index = send_modern(t, client, client.message("tools/call", {"name": tool, "arguments": {}}),
+                                         tool)
+    assert response.status_code == 200, response.text
+    assert response.json()["result"]["resultType"] == "complete", response.text
+    return worker_index
+
+
+def test_mrtr_retries_are_served_by_the_other_worker(deployed):
+    """A 2026-07-28 tools/call that asks twice: each round's input_required result and its signed
+    requestState come from one worker, the retry with the answers is served by the other one, which
+    verifies that state and goes on where the round stopped; the last round completes."""
+    client = ModernClient(deployed.nginx.url, capabilities={"elicitation": {}})
+    first = client.message("tools/call", {"name": "test_input_required_result_multi_round", "arguments": {}})
+    response, w1 = send_modern(deployed, client, first, "mrtr-round1")
+    assert response.status_code == 200, response.text
+    r1 = response.json()["result"]
+    assert r1["resultType"] == "input_required" and list(r1["inputRequests"]) == ["step1"]
+    assert r1["inputRequests"]["step1"]["method"] == "elicitation/create"
+
+    second = client.retry(first, r1, {"step1": {"action": "accept", "content": {"name": "Ada"}}})
+    response, w2 = modern_on_the_other_worker(deployed, client, second, avoid=w1, label="mrtr-round2")
+    assert response.status_code == 200, response.text
+    r2 = response.json()["result"]
+    assert r2["resultType"] == "input_required" and list(r2["inputRequests"]) == ["step2"]
+    assert r2["requestState"] != r1["requestState"]
+
+    third = client.retry(second, r2, {"step2": {"action": "accept", "content": {"color": "blue"}}})
+    response, w3 = modern_on_the_other_worker(deployed, client, third, avoid=w2, label="mrtr-round3")
+    assert response.status_code == 200, response.text
+    final = response.json()
+    assert final["id"] == third["id"] and "mcp-session-id" not in response.headers
+    assert final["result"]["resultType"] == "complete"
+    assert final["result"]["content"] == [{"type": "text", "text": "Ada likes blue"}]
+    assert SERVER_INFO in final["result"]["_meta"]
+    assert (w2, w3) == (1 - w1, w1)
+
+    # A tampered requestState is refused by either worker, whichever signed the original.
+    answer = {"step2": {"action": "accept", "content": {"color": "blue"}}}
+    state = r2["requestState"]
+    tampered = {"signature": state[:-2] + ("xx" if not state.endswith("xx") else "yy"),
+                "answers rewritten": forged_state(state)}
+    for kind, bad_state in tampered.items():
+        refused_by = set()
+        for _ in range(6):
+            message = client.retry(second, {"requestState": bad_state}, answer)
+            response, worker_index = send_modern(deployed, client, message, "mrtr-tampered")
+            assert response.status_code == 400, (kind, response.text)
+            error = response.json()["error"]
+            assert error["code"] == -32602 and "requestState is not valid" in error["message"], (kind, error)
+            assert response.json()["id"] == message["id"]
+            refused_by.add(worker_index)
+            if refused_by == {0, 1}:
+                break
+        assert refused_by == {0, 1}, (kind, refused_by)
+
+
+def test_listen_streams_get_changes_made_on_the_other_worker(deployed):
+    """Two 2026-07-28 listen streams through nginx (tools only, prompts only) while tools announce
+    changes on both workers: the tools stream gets every tools/list_changed, those made on the
+    worker not holding it included (the relay); the prompts stream never gets one.
+
+    Where each stream is held shows in the access log once it ends; the changes are made until
+    both workers have made one, so each stream gets changes from the other worker wherever it is.
+    The prompts stream's check is exact: prompt changes are made after the tool changes, on both
+    workers, and each reaches it after any tool change of the same worker would have."""
+    changer = ModernClient(deployed.nginx.url)
+    with concurrent.futures.ThreadPoolExecutor(2) as pool:
+        tools = Listener(pool, deployed, {"toolsListChanged": True}, "listen-tools")
+        prompts = Listener(pool, deployed, {"promptsListChanged": True}, "listen-prompts")
+        tools.acknowledged()
+        prompts.acknowledged()
+
+        tool_changes = []
+        while set(tool_changes) != {0, 1}:
+            assert len(tool_changes) < 6, f"nginx sent every tools change to worker {tool_changes[0]}"
+            tool_changes.append(trigger(deployed, changer, "test_trigger_tool_change"))
+            tools.wait_for("notifications/tools/list_changed", len(tool_changes))
+        prompt_changes = []
+        while set(prompt_changes) != {0, 1}:
+            assert len(prompt_changes) < 6, f"nginx sent every prompts change to worker {prompt_changes[0]}"
+            prompt_changes.append(trigger(deployed, changer, "test_trigger_prompt_change"))
+            prompts.wait_for("notifications/prompts/list_changed", len(prompt_changes))
+
+        # One more change each: the readers cut their connections on it.
+        tools.finish()
+        prompts.finish()
+        trigger(deployed, changer, "test_trigger_tool_change")
+        trigger(deployed, changer, "test_trigger_prompt_change")
+        tools_reading, prompts_reading = tools.ended(), prompts.ended()
+
+    for listener, agreed, method, count in ((tools, {"toolsListChanged": True}, "tools", len(tool_changes) + 1),
+                                            (prompts, {"promptsListChanged": True}, "prompts",
+                                             len(prompt_changes) + 1)):
+        ack = listener.on_stream("notifications/subscriptions/acknowledged", {"notifications": agreed})
+        changed = listener.on_stream(f"notifications/{method}/list_changed")
+        assert listener.messages == [ack] + [changed] * count
+    assert all(e.id is None for e in tools_reading.events + prompts_reading.events)  # nothing to resume
+    held_by = tools.worker(deployed)
+    assert [w for w in tool_changes if w != held_by], "no change came from the other worker"
+    assert prompts.worker(deployed) in (0, 1)
+
+
+
 # Failures
 
 
@@ -506,6 +714,69 @@ def test_sigterm_of_the_worker_running_a_call():
         assert t.cluster.workers[stopped[0]].proc.wait(30) is not None
         _, echo = client.call_tool("echo", {"message": "after the deploy"})
         assert echo.messages[-1]["result"]["content"][0]["text"] == "after the deploy"
+
+
+def test_sigterm_ends_the_listen_streams_of_that_worker_and_lets_its_modern_calls_finish():
+    """A deploy (SIGTERM) of a worker holding 2026-07-28 listen streams and calls: each listen stream
+    it holds ends with its result (the client listens again, elsewhere) and closes; the calls it runs
+    finish within the grace period. The other worker's listen stream goes on and gets the next change.
+
+    nginx's round-robin puts two listen streams (and two calls) opened one after the other on the two
+    workers; the access log proves it once they have ended."""
+    with topology({"SHUTDOWN_GRACE_SECONDS": 20}) as t:
+        victim = 0
+        with concurrent.futures.ThreadPoolExecutor(4) as pool:
+            listens = [Listener(pool, t, {"toolsListChanged": True}, f"listen-{i}") for i in range(2)]
+            for listen in listens:
+                listen.acknowledged()
+            calls, first_progress = [], []
+            for i in range(2):
+                client = ModernClient(t.nginx.url)
+                message = client.message("tools/call", {"name": "progress", "arguments": {"count": 40, "delay": 0.05},
+                                                        "_meta": {"progressToken": f"d{i}"}})
+                started = threading.Event()
+                user_agent = agent(f"modern-call-{i}")
+                reading = pool.submit(client.read, message, user_agent,
+                                      stop=lambda e, started=started: started.set() or False)
+                calls.append((message, user_agent, reading))
+                first_progress.append(started)
+            for started in first_progress:
+                assert started.wait(20), "a call sent no progress"
+
+            t.cluster.workers[victim].proc.send_signal(signal.SIGTERM)
+            assert t.cluster.workers[victim].proc.wait(30) is not None
+            # The other worker's stream is still open: the next change (only that worker is left)
+            # reaches it, and its reader cuts the connection on it.
+            for listen in listens:
+                listen.finish()
+            trigger(t, ModernClient(t.nginx.url), "test_trigger_tool_change")
+            listen_readings = {listen.id: listen.ended() for listen in listens}
+            call_readings = [(message, user_agent, reading.result(timeout=60))
+                             for message, user_agent, reading in calls]
+
+        held = {listen.id: listen.worker(t) for listen in listens}
+        assert sorted(held.values()) == [0, 1], held
+        for listen in listens:
+            ack = listen.on_stream("notifications/subscriptions/acknowledged",
+                                   {"notifications": {"toolsListChanged": True}})
+            if held[listen.id] == victim:
+                assert listen.messages == [ack, {"jsonrpc": "2.0", "id": listen.id, "result": {
+                    "resultType": "complete", "_meta": {SUBSCRIPTION_ID: listen.id}}}]
+                assert listen_readings[listen.id].closed_by_server
+            else:
+                assert listen.messages == [ack, listen.on_stream("notifications/tools/list_changed")]
+                assert not listen_readings[listen.id].closed_by_server
+
+        ran_on = []
+        for message, user_agent, reading in call_readings:
+            ran_on.append(served_by(t, user_agent)["worker"])
+            assert reading.status == 200 and reading.error is None and reading.closed_by_server, reading.error
+            messages = reading.messages
+            assert progress_of(messages) == list(range(1, 41))
+            assert messages[-1]["id"] == message["id"]
+            assert messages[-1]["result"]["resultType"] == "complete"
+            assert messages[-1]["result"]["content"] == [{"type": "text", "text": "done 40"}]
+        assert sorted(ran_on) == [0, 1]
 
 
 def redis_cli(*args):

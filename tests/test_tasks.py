@@ -221,3 +221,12 @@ async def test_operators_see_tasks_cancel_them_and_count_them():
     worker.relay.handle(message)
     assert after["cancelled"] == 1 and after["working"] == 0
     assert (await poll(client, working))["status"] == "cancelled"
+
+
+async def test_a_task_still_running_when_its_worker_shuts_down_ends_failed():
+    client = tasks_client()
+    created = (await client.call_tool("slow_compute", {"seconds": 30})).result
+    await worker.shutdown.graceful(0.2)
+    failed = (await client.request("tasks/get", {"taskId": created["taskId"]})).result
+    assert failed["status"] == "failed" and failed["error"]["data"] == {"reason": "worker_shutdown"}
+    assert not worker.tasks.running

@@ -96,7 +96,8 @@ class Call:
     started: float = field(default_factory=time.time)
     task: asyncio.Task | None = None
     row: asyncio.Future | None = None  # its ModernRequest id, once written
-    ended_by_operator: str | None = None
+    # Why the server stopped it, if it did: the call then answers this error instead.
+    stopped_with: dict | None = None
 
 
 
@@ -169,9 +170,9 @@ class ModernRequests:
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc)
         except asyncio.CancelledError:
-            if call.ended_by_operator is None:
+            if call.stopped_with is None:
                 raise
-            return errors.operator_cancelled(message.id, call.ended_by_operator)
+            return {**call.stopped_with, "id": message.id}
         except Exception as exc:
             logger.exception("Request %s %r failed", message.method, message.id)
             return {"jsonrpc": "2.0", "id": message.id, "error": errors.internal(exc)}
@@ -255,7 +256,7 @@ class ModernRequests:
                 return True
         for call in list(self.calls.values()):
             if _row_id(call.row) == row_id and call.task is not None and not call.task.done():
-                call.ended_by_operator = reason or "Ended by an operator"
+                call.stopped_with = errors.operator_cancelled(None, reason or "Ended by an operator")
                 call.task.cancel()
                 return True
         return False
@@ -275,9 +276,11 @@ class ModernRequests:
         for listen in list(self.listens.values()):
             listen.queue.put_nowait(ENDED)
 
-    def cancel_all(self):
+    def stop_calls(self, worker_id: str):
+        """Shutdown, past its grace: the calls still running answer a worker_shutdown error."""
         for call in list(self.calls.values()):
             if call.task is not None and not call.task.done():
+                call.stopped_with = json.loads(errors.worker_shutdown(None, worker_id))
                 call.task.cancel()
 
 

@@ -6,6 +6,11 @@ streams live in the database); a connection its client cannot resume (a session 
 SHUTDOWN_GRACE_SECONDS to finish; their events still reach the other workers' connections
 through the relay. Whatever is still running then ends with a JSON-RPC error the client can
 read, on whichever connection holds it, and daphne stops.
+
+2026-07-28 requests have no stream to resume: each `subscriptions/listen` stream ends at once with
+its result (its client listens again, through another worker), and the calls in flight get the
+same grace period to answer on their own connections, as do the tasks running here; past it a
+call answers a worker_shutdown error and a task ends `failed` with that reason.
 """
 from __future__ import annotations
 
@@ -64,14 +69,23 @@ class Shutdown:
 
     async def graceful(self, grace: float):
         worker = self.worker
-        requests, bus = worker.requests, worker.bus
+        requests, bus, modern, tasks = worker.requests, worker.bus, worker.modern, worker.tasks
+        modern.end_listens()
         await store.aheartbeat(socket.gethostname(), os.getpid(), stopping=True)
         retry_ms = mcp_settings.RETRY_MS if isinstance(mcp_settings.RETRY_MS, int) else None
         bus.close_all(retry_ms, reason="shutdown")
         loop = asyncio.get_running_loop()
         deadline = loop.time() + grace
-        while requests.running_streams() and loop.time() < deadline:
+        # Until the listen streams have sent their result, and the modern calls and tasks are done, too.
+        while (requests.running_streams() or modern.calls or modern.listens or tasks.running) and (
+                loop.time() < deadline):
+            modern.end_listens()  # and those opened here since
             await asyncio.sleep(0.05)
+        modern.stop_calls(worker.id)
+        tasks.stop_all("worker_shutdown")
+        settle = loop.time() + 2.0
+        while (modern.calls or tasks.running) and loop.time() < settle:
+            await asyncio.sleep(0.02)
         for (session_id, key), stream_id in requests.running_streams().items():
             error = errors.worker_shutdown(json.loads(key), worker.id)
             events = await store.aappend(stream_id, [error], finish=Stream.Status.FAILED)

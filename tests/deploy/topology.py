@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import psycopg
 
+from mcp_transport.testing import MODERN_VERSION, ModernCommunicator
+
 from ..live import (
     ACCEPT_BOTH,
     ROOT,
@@ -236,6 +238,45 @@ def read_sse(client: MCPClient, method: str, message: dict | None = None, *, hea
     except httpx.HTTPError as exc:
         result.error = f"{type(exc).__name__}: {exc}"
     return result
+
+
+SUBSCRIPTION_ID = "io.modelcontextprotocol/subscriptionId"
+
+
+class ModernClient(MCPClient):
+    """An MCP 2026-07-28 client over real HTTP: no initialize, no session. Each request carries the
+    `_meta` envelope and the Mcp-* headers exactly as mcp_transport.testing.ModernCommunicator builds
+    them (only its envelope and header methods are used: its ASGI application is never called).
+    `agent` sets the User-Agent, which names the request in the nginx access log."""
+
+    def __init__(self, url: str, capabilities: dict | None = None, timeout: float = 30):
+        super().__init__(url, MODERN_VERSION, timeout)
+        self.shape = ModernCommunicator(None, capabilities=capabilities)
+
+    def message(self, method: str, params: dict | None = None) -> dict:
+        return {"jsonrpc": "2.0", "id": self.next_id(), "method": method, "params": self.shape.envelope(params)}
+
+    def retry(self, message: dict, result: dict, answers: dict) -> dict:
+        """The request an `input_required` result asks for: the same one, with the answers and the
+        requestState (MRTR), under a new id."""
+        params = {k: v for k, v in message["params"].items() if k not in ("inputResponses", "requestState")}
+        return self.message(message["method"], {**params, "inputResponses": answers,
+                                                "requestState": result["requestState"]})
+
+    def modern_headers(self, message: dict, agent: str | None = None) -> dict:
+        headers = self.shape.request_headers(message["method"], message["params"])
+        if agent is not None:
+            headers["User-Agent"] = agent
+        return headers
+
+    def send(self, message: dict, agent: str | None = None) -> httpx.Response:
+        """A request answered with one JSON body."""
+        return self.post(message, self.modern_headers(message, agent))
+
+    def read(self, message: dict, agent: str | None = None, *, stop=None, read_timeout: float = 30) -> Reading:
+        """A request answered with SSE (a listen stream, a call that reports progress)."""
+        return read_sse(self, "POST", message, headers=self.modern_headers(message, agent), stop=stop,
+                        read_timeout=read_timeout)
 
 
 def tool_call(request_id: int, name: str, arguments: dict, token=None) -> dict:
