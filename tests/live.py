@@ -6,6 +6,7 @@ every status, header, event id and `retry` field, and cut connections where they
 from __future__ import annotations
 
 import atexit
+import itertools
 import json
 import os
 import shutil
@@ -201,21 +202,22 @@ def parse_sse_lines(lines, result: SSEResult, stop=None):
 
 
 class MCPClient:
-    """A hand-rolled Streamable HTTP client for tests."""
+    """A hand-rolled Streamable HTTP client for tests. Request ids are unique in the process: several
+    clients may share one session (a request id must not be reused while it is in flight)."""
+
+    ids = itertools.count(1)
 
     def __init__(self, url: str, version: str = VERSION, timeout: float = 30):
         self.url = url
         self.version = version
         self.session_id: str | None = None
         self.http = httpx.Client(timeout=timeout)
-        self._next_id = 0
 
     def close(self):
         self.http.close()
 
     def next_id(self) -> int:
-        self._next_id += 1
-        return self._next_id
+        return next(MCPClient.ids)
 
     def headers(self, extra=None, *, accept=ACCEPT_BOTH, version=True):
         headers = {"Accept": accept, "Content-Type": "application/json"}

@@ -230,3 +230,20 @@ async def test_a_task_still_running_when_its_worker_shuts_down_ends_failed():
     failed = (await client.request("tasks/get", {"taskId": created["taskId"]})).result
     assert failed["status"] == "failed" and failed["error"]["data"] == {"reason": "worker_shutdown"}
     assert not worker.tasks.running
+
+
+async def test_a_cancel_whose_message_was_lost_still_stops_the_work_at_the_next_heartbeat():
+    from mcp_transport.storage import store
+
+    client = tasks_client()
+    created = (await client.call_tool("slow_compute", {"seconds": 30})).result
+    # Cancelled in the table only, as another worker does when its message to this one is lost.
+    await store.acancel_task(created["taskId"], None, None, "cancelled elsewhere")
+    assert created["taskId"] in worker.tasks.running
+    await worker.heartbeat.beat()
+    for _ in range(100):
+        if created["taskId"] not in worker.tasks.running:
+            break
+        await asyncio.sleep(0.01)
+    assert created["taskId"] not in worker.tasks.running
+    assert (await poll(client, created["taskId"]))["status"] == "cancelled"

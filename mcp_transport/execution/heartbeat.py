@@ -1,5 +1,6 @@
-"""This process's periodic duties: its heartbeat and leases, failing orphaned requests, and
-recording connections that ended before their stream (batched: one write per interval, not per call).
+"""This process's periodic duties: its heartbeat and leases, failing orphaned requests and tasks,
+stopping the work of tasks the table says ended, and recording connections that ended before
+their stream (batched: one write per interval, not per call).
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from django.utils import timezone
 from ..conf import mcp_settings
 from ..storage import store
 from ..wakeups.relay import Relay
+from .tasks import Tasks
 from . import errors
 
 logger = logging.getLogger("mcp_transport")
@@ -31,8 +33,9 @@ async def _row_id(log_id):
 class Heartbeat:
     """One per process, owned by the worker."""
 
-    def __init__(self, relay: Relay):
+    def __init__(self, relay: Relay, tasks_here: Tasks):
         self.relay = relay
+        self.tasks = tasks_here
         self._task: asyncio.Task | None = None
         self._ended: list[tuple[int, int | None, str, object]] = []
 
@@ -56,6 +59,7 @@ class Heartbeat:
         await store.aforget_orphaned_modern()
         for task_id in await store.afail_orphaned_tasks(errors.TASK_LOST, "Its worker stopped before it finished"):
             logger.warning("Task %s failed: its worker's lease expired", task_id)
+        await self.tasks.sweep()
         failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)

@@ -207,6 +207,11 @@ class Tasks:
             running.work.cancel()
         running.wake.set()
 
+    async def sweep(self):
+        """The tasks running here that the table says ended (a cancel whose message was lost): stop them."""
+        for task_id in await store.aended_tasks(list(self.running)):
+            self.on_signal(task_id, "cancel")
+
     def stop_all(self, reason: str):
         """Shutdown, past its grace: the tasks still running here end `failed` with `reason`."""
         for running in list(self.running.values()):

@@ -15,9 +15,9 @@ from ..wakeups.bus import Bus
 from ..wakeups.relay import Relay
 from .heartbeat import Heartbeat
 from .modern import ModernRequests
-from .tasks import Tasks
 from .runner import Requests
 from .shutdown import Shutdown
+from .tasks import Tasks
 
 
 class Worker:
@@ -29,7 +29,7 @@ class Worker:
         self.requests = Requests(worker_id, db, self.relay)
         self.tasks = Tasks(self.relay)
         self.modern = ModernRequests(db, self.relay, self.tasks)
-        self.heartbeat = Heartbeat(self.relay)
+        self.heartbeat = Heartbeat(self.relay, self.tasks)
         self.shutdown = Shutdown(self)
         self.reconnects = ReconnectGuard()
         self.relay.on(wakeups.CANCEL, self.requests.cancel_delivered)

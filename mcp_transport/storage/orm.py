@@ -439,6 +439,13 @@ class Store:
             error=_json(error) if error is not None else "", status_message=message, input_requests="{}",
             updated_at=now, finished_at=now))
 
+    def ended_tasks(self, task_ids: list[str]) -> list[str]:
+        """Which of these tasks are no longer active (cancelled from another worker, say)."""
+        if not task_ids:
+            return []
+        return list(self.rows(Task).filter(pk__in=task_ids).exclude(status__in=Task.ACTIVE)
+                    .values_list("pk", flat=True))
+
     def fail_orphaned_tasks(self, error: dict, message: str) -> list[str]:
         """Active tasks whose worker's lease ran out end `failed`: nobody is running them."""
         now = timezone.now()

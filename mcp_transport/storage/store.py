@@ -246,6 +246,10 @@ def finish_task(task_id: str, status: str, result: dict | None = None, error: di
     return current().finish_task(task_id, status, result, error, message)
 
 
+def ended_tasks(task_ids: list[str]) -> list[str]:
+    return current().ended_tasks(task_ids)
+
+
 def fail_orphaned_tasks(error: dict, message: str) -> list[str]:
     return current().fail_orphaned_tasks(error, message)
 
@@ -333,3 +337,4 @@ aanswer_task = batched(answer_task)
 acancel_task = batched(cancel_task)
 afinish_task = batched(finish_task)
 afail_orphaned_tasks = batched(fail_orphaned_tasks)
+aended_tasks = batched(ended_tasks)

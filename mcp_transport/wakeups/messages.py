@@ -132,6 +132,14 @@ def notify(server: str, method: str, params: dict | None) -> Signal:
     return Signal(ALL_WORKERS, {"type": NOTIFY, "server": server, "method": method, "params": params})
 
 
+# What a message lost with the channel layer costs, when more than a delay until the receivers'
+# next read of the table (the sweep, a task's own poll, the heartbeat).
+IF_LOST = {
+    NOTIFY: "the listen streams held by other workers miss this change notification",
+    END_MODERN: "the request stays open; end it again",
+}
+
+
 # Reading them back.
 
 

@@ -111,7 +111,8 @@ class Relay:
         return task
 
     def _send(self, signal: Signal):
-        """In the background, at most `send_slots` at once; a failure waits for the receivers' sweep."""
+        """In the background, at most `send_slots` at once. What a lost message costs is its kind's
+        (`messages.IF_LOST`): most only wait for the receivers' next read of the table."""
         if self.layer is None:
             return
         group, message = signal.group, {**signal.message, ORIGIN: self.worker_id}
@@ -121,9 +122,8 @@ class Relay:
                 async with self._slots:
                     await self.layer.group_send(group, message)
             except Exception:
-                logger.warning(
-                    "Channel layer unavailable: %s to %s delayed until the next sweep", message["type"], group
-                )
+                logger.warning("Channel layer unavailable: %s to %s not sent; %s", message["type"], group,
+                               messages.IF_LOST.get(message["type"], "it waits for the receivers' next sweep"))
 
         self._spawn(send())
 
