@@ -227,7 +227,7 @@ def py_client(url: str, recorder: RecordingHTTP):
     return None, streamable_http.streamablehttp_client(url, httpx_client_factory=factory)
 
 
-async def py_session_run(url: str, body):
+async def py_session_run(url: str, body, **session_options):
     """Open a mcp 1.x ClientSession on `url`, initialize it, run `await body(session)`; return (result, recorder)."""
     from mcp import ClientSession
 
@@ -236,7 +236,7 @@ async def py_session_run(url: str, body):
     with anyio.fail_after(90):  # a hang guard, not a timing assertion
         async with transport as streams:
             read, write = streams[0], streams[1]
-            async with ClientSession(read, write) as session:
+            async with ClientSession(read, write, **session_options) as session:
                 init = await session.initialize()
                 assert init.protocolVersion == "2025-11-25"
                 result = await body(session)
@@ -292,6 +292,41 @@ async def test_python_sdk_list_tools_and_echo(example_server):
     assert {"echo", "progress", "test_simple_text", "test_reconnection"} <= set(names), names
     assert not echoed.isError
     assert tool_text(echoed) == "héllo, wörld"
+
+
+@pytest.mark.filterwarnings("ignore:The experimental tasks API is deprecated:DeprecationWarning")
+async def test_python_sdk_1x_experimental_tasks(example_server):
+    """The mcp 1.x client's experimental task API (2025-11-25): a task-augmented call, polls, its
+    result, a list, a cancel, and an elicitation the task asks while it runs."""
+    import mcp.types as types
+
+    asked = []
+
+    async def on_elicit(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"ok": True})
+
+    async def body(session):
+        tasks = session.experimental
+        created = await tasks.call_tool_as_task("progress", {"count": 3, "delay": 0.05}, ttl=60_000)
+        task_id = created.task.taskId
+        statuses = [status.status async for status in tasks.poll_task(task_id)]
+        result = await tasks.get_task_result(task_id, types.CallToolResult)
+        listed = await tasks.list_tasks()
+        slow = await tasks.call_tool_as_task("slow_compute", {"seconds": 30})
+        cancelled = await tasks.cancel_task(slow.task.taskId)
+        asking = await tasks.call_tool_as_task("confirm_delete", {"path": "/srv/old"})
+        confirmed = await tasks.get_task_result(asking.task.taskId, types.CallToolResult)
+        return created, statuses, result, listed, cancelled, confirmed
+
+    (created, statuses, result, listed, cancelled, confirmed), _ = await py_session_run(
+        example_server.url, body, elicitation_callback=on_elicit)
+    assert created.task.status == "working" and created.task.ttl == 60_000
+    assert statuses[-1] == "completed"
+    assert tool_text(result) == "done 3"
+    assert created.task.taskId in [t.taskId for t in listed.tasks]
+    assert cancelled.status == "cancelled"
+    assert asked == ["Delete /srv/old?"] and tool_text(confirmed) == "Deleted /srv/old"
 
 
 # c. The official TypeScript SDK client ------------------------------------------------------------

@@ -247,3 +247,91 @@ async def test_a_cancel_whose_message_was_lost_still_stops_the_work_at_the_next_
         await asyncio.sleep(0.01)
     assert created["taskId"] not in worker.tasks.running
     assert (await poll(client, created["taskId"]))["status"] == "cancelled"
+
+
+# 2025-11-25 (SEP-1686): tasks on a session, the client asking for them
+
+
+async def session_client(capabilities=None):
+    from mcp_transport.testing import MCPCommunicator
+
+    client = MCPCommunicator(application)
+    result = await client.initialize(capabilities)
+    assert result["capabilities"]["tasks"] == {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+    return client
+
+
+async def session_poll(client, task_id, until=("completed", "failed", "cancelled")):
+    for _ in range(400):
+        task = (await client.request("tasks/get", {"taskId": task_id})).json["result"]
+        if task["status"] in until:
+            return task
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"task {task_id} never reached {until}")
+
+
+async def test_a_session_asks_for_a_task_polls_it_and_reads_its_result():
+    client = await session_client()
+    tools = {t["name"]: t for t in (await client.request("tools/list")).json["result"]["tools"]}
+    assert tools["progress"]["execution"] == {"taskSupport": "optional"}
+    assert tools["failing_job"]["execution"] == {"taskSupport": "required"} and "execution" not in tools["echo"]
+    created = await client.request("tools/call", {"name": "progress", "arguments": {"count": 3, "delay": 0.05},
+                                                  "task": {"ttl": 60_000}})
+    assert created.headers["content-type"] == "application/json"
+    task = created.json["result"]["task"]
+    assert task["status"] == "working" and task["ttl"] == 60_000 and task["pollInterval"] == 1000
+    assert "ttlMs" not in task and "resultType" not in created.json["result"]
+    result = await client.request("tasks/result", {"taskId": task["taskId"]})
+    assert result.result["content"] == [{"type": "text", "text": "done 3"}]
+    assert result.result["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+    done = (await client.request("tasks/get", {"taskId": task["taskId"]})).json["result"]
+    assert done["status"] == "completed" and "result" not in done
+    listed = (await client.request("tasks/list")).json["result"]
+    assert [t["taskId"] for t in listed["tasks"]] == [task["taskId"]] and "nextCursor" not in listed
+    assert (await client.request("tasks/list", {"cursor": "nope"})).json["error"]["code"] == -32602
+    again = await client.request("tasks/cancel", {"taskId": task["taskId"]})
+    assert again.json["error"]["code"] == -32602 and "already completed" in again.json["error"]["message"]
+
+
+async def test_a_session_tasks_tool_errors_fail_and_cancel_answers_the_cancelled_task():
+    client = await session_client()
+    failing = (await client.request("tools/call", {"name": "failing_job", "arguments": {}, "task": {}})
+               ).json["result"]["task"]
+    failed = await session_poll(client, failing["taskId"])
+    assert failed["status"] == "failed"
+    result = await client.request("tasks/result", {"taskId": failing["taskId"]})
+    assert result.result["isError"] is True  # exactly what the call would have answered
+    slow = (await client.request("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30},
+                                                "task": {}})).json["result"]["task"]
+    cancelled = (await client.request("tasks/cancel", {"taskId": slow["taskId"]})).json["result"]
+    assert cancelled["status"] == "cancelled" and cancelled["taskId"] == slow["taskId"]
+    after = await client.request("tasks/result", {"taskId": slow["taskId"]})
+    assert after.messages[-1]["error"]["code"] == -32800
+
+
+async def test_a_session_refuses_what_a_tool_does_not_allow():
+    client = await session_client()
+    required = await client.request("tools/call", {"name": "failing_job", "arguments": {}})
+    assert required.json["error"]["code"] == -32601
+    forbidden = await client.request("tools/call", {"name": "echo", "arguments": {"message": "x"}, "task": {}})
+    assert forbidden.json["error"]["code"] == -32601
+    bad_ttl = await client.request("tools/call", {"name": "progress", "arguments": {}, "task": {"ttl": "soon"}})
+    assert bad_ttl.json["error"]["code"] == -32602
+    assert (await client.request("tasks/get", {"taskId": "nope"})).json["error"]["code"] == -32602
+
+
+async def test_a_session_tasks_question_goes_out_on_its_tasks_result_stream():
+    client = await session_client({"elicitation": {}})
+    task = (await client.request("tools/call", {"name": "confirm_delete", "arguments": {"path": "/a"},
+                                                "task": {}})).json["result"]["task"]
+    await session_poll(client, task["taskId"], until=("input_required",))
+    asked = await client.request("tasks/result", {"taskId": task["taskId"]},
+                                 until=lambda e: e.data and "elicitation/create" in e.data)
+    question = next(m for m in asked.messages if m.get("method") == "elicitation/create")
+    assert question["params"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task["taskId"]}
+    await client.post({"jsonrpc": "2.0", "id": question["id"],
+                       "result": {"action": "accept", "content": {"ok": True}}})
+    done = await session_poll(client, task["taskId"])
+    assert done["status"] == "completed"
+    result = await client.request("tasks/result", {"taskId": task["taskId"]})
+    assert result.result["content"][0]["text"] == "Deleted /a"

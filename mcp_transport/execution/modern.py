@@ -208,7 +208,7 @@ class ModernRequests:
             if tool.task_support == "required":
                 raise tasks.missing_extension()
             return None
-        return RunningTask(self.tasks, server, message, ctx.modern, principal, tool.name)
+        return RunningTask(self.tasks, server, message, ctx.modern.capabilities, principal, tool.name)
 
     def _record_call(self, call: Call, message, meta):
         client_name, client_version = _client(meta)

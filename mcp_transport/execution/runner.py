@@ -18,7 +18,7 @@ from django.conf import settings
 from ..conf import mcp_settings
 from ..limits import StreamBudget, hit
 from ..models import Stream
-from ..protocol import jsonrpc
+from ..protocol import jsonrpc, tasks
 from ..protocol.context import Context
 from ..protocol.dispatch import POLLING_VERSION
 from ..protocol.jsonrpc import JSONRPCError
@@ -26,6 +26,10 @@ from ..storage import store
 from ..storage.executor import BatchExecutor
 from ..wakeups.relay import Relay
 from . import errors
+from .tasks import RunningTask, Tasks
+
+# Something a host may show the model while a 2025-11-25 task runs (the spec's provisional key).
+MODEL_IMMEDIATE_RESPONSE = "io.modelcontextprotocol/model-immediate-response"
 
 logger = logging.getLogger("mcp_transport")
 
@@ -139,6 +143,18 @@ class RequestHost:
         self.session.log_level = level
 
 
+class TaskHost(RequestHost):
+    """A 2025-11-25 task's host: no stream of its own (the call answered with the task); its
+    notifications go to the session's GET stream, saying which task they are about."""
+
+    def __init__(self, requests: "Requests", session, task_id: str):
+        super().__init__(requests, session, None)
+        self.task_id = task_id
+
+    async def send(self, message: dict):
+        await self.requests.send_to_session(self.session.id, tasks.with_related(message, self.task_id))
+
+
 class Requests:
     """The requests this process runs, the client answers they wait for, and the sessions' GET
     streams it knows; one per process, owned by the worker (`execution.worker`)."""
@@ -147,6 +163,7 @@ class Requests:
         self.worker_id = worker_id
         self.executor = executor
         self.relay = relay
+        self.tasks: Tasks | None = None  # the worker's, set once it has both
         self.inflight: dict[tuple[str, str], InFlight] = {}
         self.pending: dict[tuple[str, str], asyncio.Future] = {}
         self.standalone: dict[str, int] = {}
@@ -164,8 +181,7 @@ class Requests:
         self.relay.publish(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(message)]))
 
     def make_context(self, server, session, message, stream, scope=None) -> Context:
-        user = (scope or {}).get("user")
-        user = user if getattr(user, "is_authenticated", False) else None
+        user = _user(scope)
         return Context(
             server=server, session=session, request_id=message.id, params=message.params,
             host=RequestHost(self, session, stream), user=user, scope=scope,
@@ -174,7 +190,11 @@ class Requests:
     async def _answer(self, server, session, message, stream, scope) -> tuple[dict, str]:
         ctx = self.make_context(server, session, message, stream, scope)
         try:
-            result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
+            if message.method in tasks.SESSION_METHODS:
+                result = await self.tasks.handle_session(server, session, message.method, message.params or {},
+                                                         session.principal, ctx)
+            else:
+                result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
             return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc), Stream.Status.COMPLETED
@@ -274,6 +294,49 @@ class Requests:
 
         task.add_done_callback(done)
         return task
+
+    async def task_call(self, server, message, scope):
+        """For a `tools/call` on a session: the tool when the call is to run as a task (the client
+        asked, the tool allows it); None for a plain call. -32601 where the two disagree, as the
+        spec asks; a hidden tool is left to the plain path ("Unknown tool")."""
+        if message.method != "tools/call":
+            return None
+        params = message.params or {}
+        name = params.get("name")
+        tool = server.tools.get(name) if isinstance(name, str) else None
+        if tool is None or tool.restricted and not await self.executor.run(tool.allowed, _user(scope)):
+            return None
+        augmented = "task" in params
+        if augmented and tool.task_support == "forbidden":
+            raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"Tool {tool.name} does not run as a task")
+        if not augmented and tool.task_support == "required":
+            raise JSONRPCError(jsonrpc.METHOD_NOT_FOUND, f"Tool {tool.name} runs only as a task: call it with 'task'")
+        return tool if augmented else None
+
+    async def start_task(self, server, session, message, scope, tool) -> dict:
+        """A task-augmented `tools/call` (2025-11-25): the task is written, its work starts here,
+        and the call is answered with it at once."""
+        params = message.params or {}
+        running = RunningTask(self.tasks, server, message, session.client_capabilities or {}, session.principal,
+                              tool.name, session_id=session.id, ttl_ms=tasks.requested_ttl(params))
+        await running.become_task()
+        ctx = self.make_context(server, session, message, None, scope)
+        ctx.host = TaskHost(self, session, running.task_id)
+        ctx.task = running
+        self.tasks.adopt(running, asyncio.ensure_future(self._task_outcome(server, message, ctx)))
+        fields = running.created.result()
+        return jsonrpc.result(message.id, {"task": tasks.session_fields(fields),
+                                           "_meta": {MODEL_IMMEDIATE_RESPONSE: f"Started task {running.task_id}."}})
+
+    @staticmethod
+    async def _task_outcome(server, message, ctx) -> dict:
+        try:
+            return jsonrpc.result(message.id, await server.dispatcher.handle(message.method, message.params or {}, ctx))
+        except JSONRPCError as exc:
+            return jsonrpc.error_from(message.id, exc)
+        except Exception as exc:
+            logger.exception("Task of %s %r failed", message.method, message.id)
+            return {"jsonrpc": "2.0", "id": message.id, "error": errors.internal(exc)}
 
     async def answer_now(self, server, session, message, scope=None) -> dict | None:
         """Run a request to completion for a JSON answer; None if the client cancelled it."""
@@ -383,6 +446,11 @@ class Requests:
         message = jsonrpc.notification(method)
         for session_id in await store.aactive_session_ids(server_name):
             await self.send_to_session(session_id, message)
+
+
+def _user(scope):
+    user = (scope or {}).get("user")
+    return user if getattr(user, "is_authenticated", False) else None
 
 
 def _finish_without_message(stream, status) -> list:

@@ -15,9 +15,11 @@ renews its tasks' leases with its heartbeat; a task whose lease ran out (its wor
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 import logging
 import uuid
+from datetime import datetime
 
 from ..conf import mcp_settings
 from ..models import Task
@@ -49,13 +51,17 @@ def detailed(row: Task) -> dict:
 class RunningTask:
     """One call that may become a task (protocol.tasks.TaskControl), and its work once it is one."""
 
-    def __init__(self, tasks_here: "Tasks", server, message, meta, principal: str, tool: str):
+    def __init__(self, tasks_here: "Tasks", server, message, capabilities: dict, principal: str, tool: str, *,
+                 session_id: str | None = None, ttl_ms: int | None = None):
         self.tasks_here = tasks_here
         self.server = server
         self.message = message
-        self.meta = meta
+        self.capabilities = capabilities
         self.principal = principal
         self.tool = tool
+        # A 2025-11-25 task belongs to its session too (the form of its answers, its notifications).
+        self.session_id = session_id
+        self.ttl_ms = ttl_ms
         self.task_id: str | None = None
         self.created: asyncio.Future = asyncio.get_running_loop().create_future()
         self.creating: asyncio.Task | None = None
@@ -78,12 +84,14 @@ class RunningTask:
         params = self.message.params or {}
         request = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState", "task")}
         ttl = mcp_settings.TASK_TTL_SECONDS
+        ttl_ms = int(ttl * 1000) if ttl is not None else None
+        if self.ttl_ms is not None:
+            ttl_ms = self.ttl_ms if ttl_ms is None else min(self.ttl_ms, ttl_ms)
         try:
             row = await store.acreate_task(
                 str(uuid.uuid4()), server=self.server.name, principal=self.principal, method=self.message.method,
-                tool=self.tool, request=request, client_capabilities=self.meta.capabilities,
-                ttl_ms=int(ttl * 1000) if ttl is not None else None,
-                poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS))
+                tool=self.tool, request=request, client_capabilities=self.capabilities, ttl_ms=ttl_ms,
+                poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS), session_id=self.session_id)
         except BaseException as exc:
             if not self.created.done():
                 self.created.set_exception(exc)
@@ -92,11 +100,14 @@ class RunningTask:
             row.status_message = status_message
         self.task_id = row.pk
         self.tasks_here.running[row.pk] = self
-        self.created.set_result(tasks.created(_fields(row)))
+        self.created.set_result(_fields(row))
 
     async def ask(self, requests: dict[str, dict]) -> dict[str, dict]:
-        """Questions from the running task: they wait in its row until `tasks/update` answers them."""
+        """Questions from the running task: they wait in its row until `tasks/update` (or, on a
+        2025-11-25 session, the client's answers on a `tasks/result` stream) answer them."""
         status = await store.aask_task(self.task_id, requests)
+        if self.session_id is not None:
+            await self.tasks_here.status_changed(self.task_id)
         while True:
             if status not in tasks.ACTIVE:
                 raise asyncio.CancelledError(f"task {self.task_id} is {status}")
@@ -113,9 +124,13 @@ class RunningTask:
 class Tasks:
     """This process's tasks; one per process, owned by the worker."""
 
-    def __init__(self, relay: Relay):
+    def __init__(self, relay: Relay, send_to_session):
         self.relay = relay
+        # How a 2025-11-25 task's notifications reach its session (`runner.Requests.send_to_session`).
+        self.send_to_session = send_to_session
         self.running: dict[str, RunningTask] = {}
+        # The `tasks/result` streams held here, by task: woken when the task changes.
+        self.waiters: dict[str, set[asyncio.Event]] = {}
 
     # A call that may become a task
 
@@ -135,12 +150,17 @@ class Tasks:
         if running.creating is None:
             return work.result()
         try:
-            created = await asyncio.shield(running.created)
+            fields = await asyncio.shield(running.created)
         except JSONRPCError as exc:
             work.cancel()
             return jsonrpc.error_from(running.message.id, exc)
+        self.adopt(running, work)
+        return jsonrpc.result(running.message.id, tasks.created(fields))
+
+    def adopt(self, running: RunningTask, work: asyncio.Task):
+        """The task's work goes on here; its outcome is stored when it ends."""
+        running.work = work
         work.add_done_callback(lambda done: asyncio.ensure_future(self._finish(running, done)))
-        return jsonrpc.result(running.message.id, created)
 
     async def _finish(self, running: RunningTask, work: asyncio.Task):
         task_id = running.task_id
@@ -155,11 +175,27 @@ class Tasks:
                 await store.afinish_task(task_id, Task.Status.FAILED, error=payload["error"],
                                          message=payload["error"].get("message", ""))
             else:
-                await store.afinish_task(task_id, Task.Status.COMPLETED, result=tasks.inlined_result(payload["result"]))
+                result = tasks.inlined_result(payload["result"])
+                # 2025-11-25 counts a tool's error result as a failed task; the extension, as completed.
+                failed = running.session_id is not None and result.get("isError") is True
+                await store.afinish_task(task_id, Task.Status.FAILED if failed else Task.Status.COMPLETED,
+                                         result=result, message="The tool reported an error" if failed else "")
         except Exception:
             logger.exception("Storing the outcome of task %s failed", task_id)
         finally:
             self.running.pop(task_id, None)
+            if running.session_id is not None:
+                await self.status_changed(task_id)
+
+    async def status_changed(self, task_id: str):
+        """`notifications/tasks/status` on the session's GET stream (2025-11-25: optional, never relied on)."""
+        row = await store.aget_task_by_id(task_id)
+        if row is not None and row.session_id:
+            try:
+                await self.send_to_session(row.session_id, jsonrpc.notification(
+                    "notifications/tasks/status", tasks.session_fields(_fields(row))))
+            except Exception:
+                logger.warning("The status notification of task %s was not stored", task_id, exc_info=True)
 
     # The task methods, on any worker
 
@@ -192,6 +228,95 @@ class Tasks:
             self.signal(row.worker, task_id, "cancel")
         return {}
 
+    # The 2025-11-25 task methods, on a session
+
+    async def _session_task(self, server, session, task_id: str, principal: str) -> Task:
+        row = await store.aget_task(task_id, server.name, principal)
+        if row is None or (not principal and row.session_id != session.id):
+            raise tasks.unknown_task(task_id)
+        return row
+
+    async def handle_session(self, server, session, method: str, params: dict, principal: str, ctx) -> dict:
+        if method == "tasks/list":
+            return await self.list_for_session(server, session, params, principal)
+        task_id = tasks.task_id_param(params)
+        row = await self._session_task(server, session, task_id, principal)
+        if method == "tasks/get":
+            return tasks.session_fields(_fields(row))
+        if method == "tasks/cancel":
+            if row.terminal:
+                raise jsonrpc.InvalidParams(f"Cannot cancel task {task_id}: it is already {row.status}")
+            row = await store.acancel_task(task_id, server.name, principal, "Cancelled by the client")
+            if row.worker:
+                self.signal(row.worker, task_id, "cancel")
+            await self.status_changed(task_id)
+            return tasks.session_fields(_fields(row))
+        return await self.result_for_session(server, row, principal, ctx)
+
+    async def result_for_session(self, server, row: Task, principal: str, ctx) -> dict:
+        """`tasks/result`: waits for the end, asking the client on this stream the questions the
+        task waits on (its answers go to the task, wherever it runs); then exactly what the call
+        would have answered, saying which task it was."""
+        task_id, asked = row.pk, {}
+        wake = asyncio.Event()
+        self.waiters.setdefault(task_id, set()).add(wake)
+        try:
+            while not row.terminal:
+                for key, request in json.loads(row.input_requests).items():
+                    if key not in asked:
+                        asked[key] = asyncio.ensure_future(self._ask_on_stream(server, row, principal, key, request,
+                                                                               ctx))
+                wake.clear()
+                try:
+                    await asyncio.wait_for(wake.wait(), ANSWER_POLL_SECONDS)
+                except asyncio.TimeoutError:
+                    pass
+                row = await store.aget_task_by_id(task_id)
+                if row is None:
+                    raise tasks.unknown_task(task_id)
+        finally:
+            self.waiters.get(task_id, set()).discard(wake)
+            if not self.waiters.get(task_id):
+                self.waiters.pop(task_id, None)
+            for question in asked.values():
+                question.cancel()
+        if row.status == Task.Status.CANCELLED:
+            raise tasks.cancelled_result_error()
+        if row.result:
+            result = json.loads(row.result)
+            return {**result, "_meta": tasks.related(task_id, result.get("_meta"))}
+        error = json.loads(row.error) if row.error else errors.TASK_LOST
+        raise JSONRPCError(error.get("code", jsonrpc.INTERNAL_ERROR), error.get("message", ""), error.get("data"))
+
+    async def _ask_on_stream(self, server, row: Task, principal: str, key: str, request: dict, ctx):
+        params = tasks.with_related({"params": request.get("params") or {}}, row.pk)["params"]
+        try:
+            answer = await ctx.host.request(request.get("method", ""), params, None)
+        except JSONRPCError as exc:
+            logger.info("The client answered question %s of task %s with an error: %s", key, row.pk, exc.message)
+            return
+        updated = await store.aanswer_task(row.pk, server.name, principal, {key: answer})
+        if updated is not None and not updated.terminal:
+            self.signal(updated.worker, row.pk, "wake")
+            await self.status_changed(row.pk)
+
+    async def list_for_session(self, server, session, params: dict, principal: str) -> dict:
+        after = None
+        cursor = params.get("cursor")
+        if cursor is not None:
+            try:
+                created_at, task_id = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
+                after = (datetime.fromisoformat(created_at), task_id)
+            except Exception:
+                raise jsonrpc.InvalidParams("Invalid params: unknown cursor") from None
+        rows = await store.alist_tasks(server.name, principal, session.id, after, tasks.LIST_PAGE + 1)
+        result = {"tasks": [tasks.session_fields(_fields(row)) for row in rows[:tasks.LIST_PAGE]]}
+        if len(rows) > tasks.LIST_PAGE:
+            last = rows[tasks.LIST_PAGE - 1]
+            result["nextCursor"] = base64.urlsafe_b64encode(
+                json.dumps([last.created_at.isoformat(), last.pk]).encode()).decode("ascii")
+        return result
+
     def signal(self, worker_id: str, task_id: str, action: str):
         if task_id in self.running:
             self.on_signal(task_id, action)
@@ -200,6 +325,8 @@ class Tasks:
 
     def on_signal(self, task_id: str, action: str):
         """A task of this process was answered ("wake") or cancelled ("cancel") on some worker."""
+        for waiter in self.waiters.get(task_id, ()):
+            waiter.set()
         running = self.running.get(task_id)
         if running is None:
             return

@@ -27,7 +27,7 @@ class Worker:
         self.bus = Bus()
         self.relay = Relay(worker_id, self.bus)
         self.requests = Requests(worker_id, db, self.relay)
-        self.tasks = Tasks(self.relay)
+        self.tasks = self.requests.tasks = Tasks(self.relay, self.requests.send_to_session)
         self.modern = ModernRequests(db, self.relay, self.tasks)
         self.heartbeat = Heartbeat(self.relay, self.tasks)
         self.shutdown = Shutdown(self)

@@ -6,6 +6,7 @@ from .content import prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
 from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
 from .registry import ArgumentsError, call_tool
+from .tasks import SESSION_CAPABILITY
 
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
 LATEST_VERSION = SUPPORTED_VERSIONS[0]
@@ -15,7 +16,7 @@ POLLING_VERSION = "2025-11-25"
 DEFAULT_HEADER_VERSION = "2025-03-26"
 # Methods whose handlers may talk to the client before answering get an SSE stream;
 # the others are answered with one JSON body (a choice the spec leaves to the server).
-STREAMING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
+STREAMING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read", "tasks/result"})
 COMPLETION_LIMIT = 100
 
 
@@ -128,7 +129,7 @@ class Dispatcher:
         version = negotiate(requested)
         result = {
             "protocolVersion": version,
-            "capabilities": self.capabilities(),
+            "capabilities": {**self.capabilities(), "tasks": SESSION_CAPABILITY},
             "serverInfo": self.server.info(),
         }
         if self.server.instructions:
@@ -149,7 +150,11 @@ class Dispatcher:
 
     async def tools_list(self, params, ctx):
         _no_cursor(params)
-        return {"tools": [t.definition() for t in await visible(self.server.tools.values(), ctx)]}
+        tools = await visible(self.server.tools.values(), ctx)
+        if ctx.modern is not None:
+            return {"tools": [t.definition() for t in tools]}
+        return {"tools": [{**t.definition(), "execution": {"taskSupport": t.task_support}}
+                          if t.task_support != "forbidden" else t.definition() for t in tools]}
 
     async def tools_call(self, params, ctx):
         tool, arguments = await _named(self.server.tools, params, "tool", ctx)

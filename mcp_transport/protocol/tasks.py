@@ -97,3 +97,45 @@ def inlined_result(result: dict) -> dict:
         else:
             kept.pop("_meta")
     return kept
+
+
+# 2025-11-25 (SEP-1686, experimental in that revision): the client asks for a task (`params.task`),
+# the names of two fields differ, and messages about a task say which (`related-task`).
+
+RELATED_TASK = "io.modelcontextprotocol/related-task"
+SESSION_METHODS = ("tasks/get", "tasks/result", "tasks/list", "tasks/cancel")
+SESSION_CAPABILITY = {"list": {}, "cancel": {}, "requests": {"tools": {"call": {}}}}
+LIST_PAGE = 50
+
+
+def session_fields(fields: dict) -> dict:
+    """The `Task` of 2025-11-25: `ttl` and `pollInterval`, in milliseconds."""
+    renamed = {"ttlMs": "ttl", "pollIntervalMs": "pollInterval"}
+    return {renamed.get(k, k): v for k, v in fields.items()}
+
+
+def related(task_id: str, meta: dict | None = None) -> dict:
+    return {**(meta or {}), RELATED_TASK: {"taskId": task_id}}
+
+
+def with_related(message: dict, task_id: str) -> dict:
+    """A request or notification about a task, saying which."""
+    params = dict(message.get("params") or {})
+    params["_meta"] = related(task_id, params.get("_meta"))
+    return {**message, "params": params}
+
+
+def requested_ttl(params: dict) -> int | None:
+    """The `ttl` a task-augmented request asks for (ms), or None; -32602 if it is no such thing."""
+    task = params.get("task")
+    if not isinstance(task, dict):
+        raise InvalidParams("Invalid params: 'task' must be an object")
+    ttl = task.get("ttl")
+    if ttl is not None and (not isinstance(ttl, int) or isinstance(ttl, bool) or ttl <= 0):
+        raise InvalidParams("Invalid params: task.ttl must be a positive integer (milliseconds)")
+    return ttl
+
+
+def cancelled_result_error() -> JSONRPCError:
+    """`tasks/result` of a cancelled task: the request it ran has no result to give."""
+    return JSONRPCError(jsonrpc.REQUEST_CANCELLED, "The task was cancelled before it finished")

@@ -16,7 +16,7 @@ from datetime import timedelta
 from typing import Callable
 
 from django.db import transaction
-from django.db.models import F
+from django.db.models import F, Q
 from django.utils import timezone
 
 from ..conf import mcp_settings
@@ -375,6 +375,21 @@ class Store:
     def get_task(self, task_id: str, server: str, principal: str) -> Task | None:
         """The task, if it is `principal`'s: anyone else's is as unknown as a task that never was."""
         return self.rows(Task).filter(pk=task_id, server=server, principal=principal).first()
+
+    def get_task_by_id(self, task_id: str) -> Task | None:
+        return self.rows(Task).filter(pk=task_id).first()
+
+    def list_tasks(self, server: str, principal: str, session_id: str | None, after: tuple | None,
+                   limit: int) -> list[Task]:
+        """A page of the tasks one client may see, newest first: its principal's (authenticated),
+        else its session's. `after`: (created_at, id) of the last task of the previous page."""
+        tasks = self.rows(Task).filter(server=server, principal=principal).order_by("-created_at", "-id")
+        if not principal:
+            tasks = tasks.filter(session_id=session_id)
+        if after is not None:
+            created_at, task_id = after
+            tasks = tasks.filter(Q(created_at__lt=created_at) | Q(created_at=created_at, id__lt=task_id))
+        return list(tasks[:limit])
 
     def ask_task(self, task_id: str, requests: dict[str, dict]) -> str | None:
         """The running task waits on these questions: -> its status (None: no longer active)."""

@@ -224,6 +224,15 @@ def get_task(task_id: str, server: str, principal: str):
     return current().get_task(task_id, server, principal)
 
 
+def get_task_by_id(task_id: str):
+    return current().get_task_by_id(task_id)
+
+
+def list_tasks(server: str, principal: str, session_id: str | None, after: tuple | None, limit: int) -> list:
+    """A page of the tasks one client may see (its principal's, or anonymous: its session's)."""
+    return current().list_tasks(server, principal, session_id, after, limit)
+
+
 def ask_task(task_id: str, requests: dict[str, dict]) -> str | None:
     return current().ask_task(task_id, requests)
 
@@ -332,6 +341,8 @@ aforget_orphaned_modern = batched(forget_orphaned_modern)
 acreate_task = batched(create_task)
 aget_task = batched(get_task)
 aask_task = batched(ask_task)
+aget_task_by_id = batched(get_task_by_id)
+alist_tasks = batched(list_tasks)
 atask_answers = batched(task_answers)
 aanswer_task = batched(answer_task)
 acancel_task = batched(cancel_task)

@@ -254,6 +254,15 @@ class MCPEndpoint:
             await self.notification(session, message)
             await self.send_json(202, None, self.session_headers(session.id))
             return
+        try:
+            task_tool = await worker.requests.task_call(self.server, message, self.scope)
+            if task_tool is not None:
+                payload = await worker.requests.start_task(self.server, session, message, self.scope, task_tool)
+                await self.send_json(200, payload, self.session_headers(session.id))
+                return
+        except jsonrpc.JSONRPCError as exc:
+            await self.send_json(200, jsonrpc.error_from(message.id, exc), self.session_headers(session.id))
+            return
         if worker.requests.in_flight(session.id, message.id):
             await self.reject(Rejected(400, "Invalid Request: a request with this id is still in flight in this "
                                             "session; use a new id"), message.id)
