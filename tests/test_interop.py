@@ -434,6 +434,22 @@ def test_conformance_pre_release_line_by_revision(node_tools, daphne, revision):
     assert run.returncode == 0, f"conformance exited {run.returncode}:\n{run.stdout[-3000:]}{run.stderr[-2000:]}"
 
 
+def test_typescript_sdk_1x_experimental_tasks(node_tools, daphne):
+    """The TypeScript SDK 1.x client's experimental task API (2025-11-25): a task-augmented call
+    streamed from taskCreated to its result, polled, listed, one cancelled, and one that asks the
+    user (elicitation) while it runs."""
+    server = daphne()
+    proc = subprocess.run([node_tools["node"], str(INTEROP / "ts_tasks_client.mjs"), server.url],
+                          env=node_tools["env"], capture_output=True, text=True, timeout=120)
+    out = last_json_line(proc.stdout)
+    assert out["ok"], f"{out.get('error')}\n{json.dumps(out)[:3000]}\n{proc.stderr[-2000:]}"
+    assert out["protocolVersion"] == "2025-11-25"
+    assert out["streamed"][0] == "taskCreated" and out["streamed"][-1] == "result", out
+    assert out["result"] == "done 3" and out["polled"] == "completed" and out["listed"], out
+    assert out["cancelled"] == "cancelled", out
+    assert out["elicited"] == ["Delete /srv/old?"] and out["askingResult"] == "Deleted /srv/old", out
+
+
 # d. The MCP Inspector CLI -------------------------------------------------------------------------
 
 def test_inspector_cli_lists_tools(node_tools, example_server):
