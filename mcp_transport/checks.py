@@ -114,10 +114,32 @@ def _check_modern(config: dict) -> list:
     poll = config["TASK_POLL_INTERVAL_MS"]
     if not isinstance(poll, int) or isinstance(poll, bool) or poll <= 0:
         errors.append(checks.Error("TASK_POLL_INTERVAL_MS must be a positive int.", id="mcp_transport.E026"))
+    errors += _check_task_runner(config)
     ttl = config["CACHE_TTL_MS"]
     if not isinstance(ttl, int) or isinstance(ttl, bool) or ttl < 0:
         errors.append(checks.Error("CACHE_TTL_MS must be a non-negative int.", id="mcp_transport.E022"))
     return errors
+
+
+def _check_task_runner(config: dict) -> list:
+    runner = config["TASK_RUNNER"]
+    if runner not in ("process", "django_tasks"):
+        return [checks.Error('TASK_RUNNER must be "process" or "django_tasks".', id="mcp_transport.E027")]
+    if runner != "django_tasks":
+        return []
+    try:
+        try:
+            from django.tasks import task_backends
+        except ImportError:
+            from django_tasks import task_backends
+        task_backends[config["TASK_BACKEND"]]
+    except Exception as exc:
+        return [checks.Error(
+            f"TASK_RUNNER is django_tasks, but the Tasks framework has no backend {config['TASK_BACKEND']!r} ({exc}).",
+            hint="Django 6: TASKS in settings; Django 5.2: pip install 'django-tasks-db[compat]', add django_tasks "
+                 "and django_tasks_db to INSTALLED_APPS, and configure TASKS.",
+            id="mcp_transport.E028")]
+    return []
 
 
 @checks.register("mcp_transport")

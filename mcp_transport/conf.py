@@ -55,6 +55,11 @@ DEFAULTS = {
     "TASK_GRACE_SECONDS": 0.5,
     "TASK_TTL_SECONDS": 86400,
     "TASK_POLL_INTERVAL_MS": 1000,
+    # Where a task's work runs: "process" (the web process that received the call) or
+    # "django_tasks" (Django's Tasks framework: django.tasks, or the django-tasks backport on 5.2;
+    # TASK_BACKEND names its backend, e.g. django_tasks_db's, whose db_worker runs the work).
+    "TASK_RUNNER": "process",
+    "TASK_BACKEND": "default",
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

@@ -464,6 +464,8 @@ class Task(models.Model):
     principal = models.CharField(max_length=200, blank=True, db_index=True,
                                  help_text="Who created it; only they may see it")
     session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.SET_NULL, related_name="tasks")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="+", help_text="Whom the tool runs for (ctx.user), wherever it runs")
     method = models.CharField(max_length=100, default="tools/call")
     tool = models.CharField(max_length=200, blank=True)
     request = models.TextField(help_text="JSON: the request's params (its arguments), what the task runs")

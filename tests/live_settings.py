@@ -13,3 +13,8 @@ else:
 from example_project.settings import MCP_TRANSPORT as _BASE
 
 MCP_TRANSPORT = {**_BASE, **json.loads(os.environ.get("MCP_TEST_TRANSPORT", "{}"))}
+
+if os.environ.get("MCP_TEST_TASK_RUNNER") == "1":
+    # Django's Tasks framework (the django-tasks backport on 5.2) with its database backend.
+    INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks", "django_tasks_db"]  # noqa: F405
+    TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}

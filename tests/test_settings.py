@@ -118,6 +118,10 @@ def test_bad_modern_era_settings_get_stable_ids():
         assert ids(check_settings()) == ["mcp_transport.E024", "mcp_transport.E025", "mcp_transport.E026"]
     with override_settings(MCP_TRANSPORT={"TASK_GRACE_SECONDS": 0, "TASK_TTL_SECONDS": None}):
         assert check_settings() == []
+    with override_settings(MCP_TRANSPORT={"TASK_RUNNER": "celery"}):
+        assert ids(check_settings()) == ["mcp_transport.E027"]
+    with override_settings(MCP_TRANSPORT={"TASK_RUNNER": "django_tasks", "TASK_BACKEND": "nowhere"}):
+        assert ids(check_settings()) == ["mcp_transport.E028"]
 
 
 def test_header_params_clients_would_reject_are_check_errors():

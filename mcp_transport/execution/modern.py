@@ -166,6 +166,9 @@ class ModernRequests:
             if running is None:
                 return await self.outcome(server, message, ctx)
             ctx.task = ctx.host.running = running
+            running.user_id = getattr(ctx.user, "pk", None)
+            if inputs is not None:
+                running.prior_answers = {key: answer for key, (_, answer) in inputs.answered.items()}
             return await self.tasks.run_call(running, self.outcome(server, message, ctx))
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc)

@@ -319,11 +319,12 @@ class Requests:
         params = message.params or {}
         running = RunningTask(self.tasks, server, message, session.client_capabilities or {}, session.principal,
                               tool.name, session_id=session.id, ttl_ms=tasks.requested_ttl(params))
-        await running.become_task()
         ctx = self.make_context(server, session, message, None, scope)
+        running.user_id = getattr(ctx.user, "pk", None)
+        await running.become_task()
         ctx.host = TaskHost(self, session, running.task_id)
         ctx.task = running
-        self.tasks.adopt(running, asyncio.ensure_future(self._task_outcome(server, message, ctx)))
+        await self.tasks.adopt(running, asyncio.ensure_future(self._task_outcome(server, message, ctx)))
         fields = running.created.result()
         return jsonrpc.result(message.id, {"task": tasks.session_fields(fields),
                                            "_meta": {MODEL_IMMEDIATE_RESPONSE: f"Started task {running.task_id}."}})

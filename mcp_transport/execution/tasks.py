@@ -29,11 +29,9 @@ from ..protocol.mrtr import check_response
 from ..storage import store
 from ..wakeups.relay import Relay
 from . import errors
+from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 
 logger = logging.getLogger("mcp_transport")
-
-# How often a task waiting for answers reads them, besides the wake-up that says they came.
-ANSWER_POLL_SECONDS = 1.0
 
 
 def _fields(row: Task) -> dict:
@@ -62,6 +60,10 @@ class RunningTask:
         # A 2025-11-25 task belongs to its session too (the form of its answers, its notifications).
         self.session_id = session_id
         self.ttl_ms = ttl_ms
+        self.user_id = None
+        # Answers the call already had (2026-07-28: its MRTR rounds): the task starts with them.
+        self.prior_answers: dict = {}
+        self.runner = mcp_settings.TASK_RUNNER
         self.task_id: str | None = None
         self.created: asyncio.Future = asyncio.get_running_loop().create_future()
         self.creating: asyncio.Task | None = None
@@ -91,7 +93,8 @@ class RunningTask:
             row = await store.acreate_task(
                 str(uuid.uuid4()), server=self.server.name, principal=self.principal, method=self.message.method,
                 tool=self.tool, request=request, client_capabilities=self.capabilities, ttl_ms=ttl_ms,
-                poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS), session_id=self.session_id)
+                poll_interval_ms=int(mcp_settings.TASK_POLL_INTERVAL_MS), session_id=self.session_id,
+                user_id=self.user_id, runner=self.runner, answers=self.prior_answers)
         except BaseException as exc:
             if not self.created.done():
                 self.created.set_exception(exc)
@@ -99,7 +102,8 @@ class RunningTask:
         if status_message:
             row.status_message = status_message
         self.task_id = row.pk
-        self.tasks_here.running[row.pk] = self
+        if self.runner == "process":
+            self.tasks_here.running[row.pk] = self
         self.created.set_result(_fields(row))
 
     async def ask(self, requests: dict[str, dict]) -> dict[str, dict]:
@@ -108,17 +112,7 @@ class RunningTask:
         status = await store.aask_task(self.task_id, requests)
         if self.session_id is not None:
             await self.tasks_here.status_changed(self.task_id)
-        while True:
-            if status not in tasks.ACTIVE:
-                raise asyncio.CancelledError(f"task {self.task_id} is {status}")
-            status, answers = await store.atask_answers(self.task_id, list(requests))
-            if len(answers) == len(requests):
-                return answers
-            self.wake.clear()
-            try:
-                await asyncio.wait_for(self.wake.wait(), ANSWER_POLL_SECONDS)
-            except asyncio.TimeoutError:
-                pass
+        return await wait_for_answers(self.task_id, status, requests, self.wake)
 
 
 class Tasks:
@@ -154,13 +148,26 @@ class Tasks:
         except JSONRPCError as exc:
             work.cancel()
             return jsonrpc.error_from(running.message.id, exc)
-        self.adopt(running, work)
+        await self.adopt(running, work)
         return jsonrpc.result(running.message.id, tasks.created(fields))
 
-    def adopt(self, running: RunningTask, work: asyncio.Task):
-        """The task's work goes on here; its outcome is stored when it ends."""
-        running.work = work
-        work.add_done_callback(lambda done: asyncio.ensure_future(self._finish(running, done)))
+    async def adopt(self, running: RunningTask, work: asyncio.Task):
+        """The task's work goes on here (its outcome stored when it ends), or, with the
+        django_tasks runner, this process stops it and the Tasks framework runs the call again,
+        from the start, in its own worker (the answers it had go with it)."""
+        if running.runner == "process":
+            running.work = work
+            work.add_done_callback(lambda done: asyncio.ensure_future(self._finish(running, done)))
+            return
+        work.cancel()
+        from .task_worker import enqueue
+
+        try:
+            await enqueue(running.task_id)
+        except Exception as exc:
+            logger.exception("Task %s could not be queued", running.task_id)
+            await store.afinish_task(running.task_id, Task.Status.FAILED, error=errors.internal(exc),
+                                     message="It could not be queued")
 
     async def _finish(self, running: RunningTask, work: asyncio.Task):
         task_id = running.task_id

@@ -361,16 +361,27 @@ class Store:
 
     def create_task(self, task_id: str, *, server: str, principal: str, method: str, tool: str, request: dict,
                     client_capabilities: dict, ttl_ms: int | None, poll_interval_ms: int,
-                    session_id: str | None = None) -> Task:
+                    session_id: str | None = None, user_id=None, runner: str = "process",
+                    answers: dict | None = None) -> Task:
+        """Run here ("process": this worker, its lease), or queued for another runner (no worker and
+        no lease until one picks it up: `claim_task`)."""
         now = timezone.now()
+        here = runner == "process"
         return self.rows(Task).create(
             id=task_id, server=server[:100], principal=_storable(principal, 200), session_id=session_id,
-            method=method[:100], tool=_storable(tool, 200), request=_json(request),
+            user_id=user_id, method=method[:100], tool=_storable(tool, 200), request=_json(request),
             client_capabilities=_json(client_capabilities), ttl_ms=ttl_ms, poll_interval_ms=poll_interval_ms,
-            worker=WORKER, lease_expires_at=now + timedelta(seconds=mcp_settings.LEASE_SECONDS),
-            created_at=now, updated_at=now,
+            runner=runner, worker=WORKER if here else "",
+            lease_expires_at=now + timedelta(seconds=mcp_settings.LEASE_SECONDS) if here else None,
+            input_responses=_json(answers or {}), created_at=now, updated_at=now,
             expires_at=now + timedelta(milliseconds=ttl_ms) if ttl_ms is not None else None,
         )
+
+    def claim_task(self, task_id: str, worker: str) -> Task | None:
+        """A runner's worker starts (or renews) an active task: its lease from now. None: no longer active."""
+        updated = self.rows(Task).filter(pk=task_id, status__in=Task.ACTIVE).update(
+            worker=worker[:100], lease_expires_at=timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS))
+        return self.get_task_by_id(task_id) if updated else None
 
     def get_task(self, task_id: str, server: str, principal: str) -> Task | None:
         """The task, if it is `principal`'s: anyone else's is as unknown as a task that never was."""

@@ -224,6 +224,11 @@ def get_task(task_id: str, server: str, principal: str):
     return current().get_task(task_id, server, principal)
 
 
+def claim_task(task_id: str, worker: str):
+    """A runner's worker holds this active task (its lease renewed from now); None when it is not active."""
+    return current().claim_task(task_id, worker)
+
+
 def get_task_by_id(task_id: str):
     return current().get_task_by_id(task_id)
 

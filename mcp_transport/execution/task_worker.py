@@ -1,0 +1,155 @@
+"""Tasks run by Django's Tasks framework (TASK_RUNNER = "django_tasks"), in its own workers.
+
+The web process writes the task's row and queues `run_task(task_id)` on TASK_BACKEND (for
+example django_tasks_db's database backend, whose `manage.py db_worker` runs it); the web process
+may then restart or deploy, the work goes on. The framework's worker claims the row (its worker
+id, a lease it renews), runs the call from its start with the answers the row already holds, and
+stores the outcome; a cancel is the row's status, which it reads every ANSWER_POLL_SECONDS. A
+worker that dies stops renewing the lease, and the web workers' heartbeat fails the task.
+
+Imported only with that runner: the task object is made at import, on TASK_BACKEND.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import socket
+
+from ..conf import mcp_settings
+from ..models import Task
+from ..protocol import jsonrpc, modern, tasks
+from ..protocol.context import Context
+from ..protocol.jsonrpc import JSONRPCError
+from ..protocol.server import get_server
+from ..storage import store
+from . import errors
+from .answers import ANSWER_POLL_SECONDS, wait_for_answers
+
+try:
+    from django.tasks import task
+except ImportError:  # Django 5.2: the django-tasks backport
+    from django_tasks import task
+
+logger = logging.getLogger("mcp_transport")
+
+
+class WorkerHost:
+    """protocol.context.Host in a Tasks worker: no connection to write to (a task's progress and
+    log messages go nowhere), blocking code in a thread."""
+
+    async def send(self, message: dict):
+        pass
+
+    async def request(self, method, params, timeout):
+        raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "A task asks the client through its own questions")
+
+    async def close_connection(self, retry_ms):
+        pass
+
+    async def notify_session(self, message: dict):
+        pass
+
+    async def run_sync(self, fn, *args):
+        return await asyncio.to_thread(fn, *args)
+
+    async def subscribe(self, uri: str):
+        raise JSONRPCError(jsonrpc.INVALID_REQUEST, "A task cannot subscribe")
+
+    unsubscribe = subscribe
+    set_log_level = subscribe
+
+
+class QueuedTask:
+    """protocol.tasks.TaskControl for a call that is a task from its start."""
+
+    def __init__(self, task_id: str):
+        self.task_id = task_id
+        self.wake = asyncio.Event()
+
+    async def become_task(self, status_message: str | None = None) -> bool:
+        return True
+
+    async def ask(self, requests: dict[str, dict]) -> dict[str, dict]:
+        status = await store.aask_task(self.task_id, requests)
+        return await wait_for_answers(self.task_id, status, requests, self.wake)
+
+
+def run_task(task_id: str) -> str:
+    """The Tasks framework's entry point (sync, in its worker): -> the task's final status."""
+    return asyncio.run(work(task_id))
+
+
+run_task = task(backend=mcp_settings.TASK_BACKEND)(run_task)
+
+
+async def enqueue(task_id: str):
+    await run_task.aenqueue(task_id)
+
+
+async def work(task_id: str) -> str:
+    worker_id = f"tasks@{socket.gethostname()}-{os.getpid()}"[:100]
+    row = await asyncio.to_thread(store.claim_task, task_id, worker_id)
+    if row is None:
+        return "not active"
+    ctx, handler = await asyncio.to_thread(_context, row)
+    call = asyncio.ensure_future(handler(row.method, ctx.params, ctx))
+    watch = asyncio.ensure_future(_hold(task_id, worker_id, call))
+    try:
+        result = await call
+        payload = {"result": result}
+    except asyncio.CancelledError:
+        return "cancelled"
+    except JSONRPCError as exc:
+        payload = {"error": exc.to_dict()}
+    except Exception as exc:
+        logger.exception("Task %s failed", task_id)
+        payload = {"error": errors.internal(exc)}
+    finally:
+        watch.cancel()
+    return await asyncio.to_thread(_finish, row, payload)
+
+
+def _context(row: Task):
+    """The call as the task's row describes it, and the handler of its era."""
+    server = get_server(row.server)
+    params = json.loads(row.request)
+    capabilities = json.loads(row.client_capabilities)
+    session = row.session if row.session_id else None
+    if session is not None:
+        handler, meta = server.dispatcher.handle, None
+    else:
+        handler = server.modern.handle
+        meta = modern.RequestMeta(modern.MODERN_VERSIONS[0], capabilities, None, None)
+    ctx = Context(server=server, session=session, request_id=None, params=params, host=WorkerHost(), user=row.user,
+                  modern=meta, task=QueuedTask(row.pk))
+    return ctx, handler
+
+
+async def _hold(task_id: str, worker_id: str, call: asyncio.Future):
+    """Renew the lease while the call runs; stop it once the row says the task ended (a cancel)."""
+    renew_every = float(mcp_settings.LEASE_SECONDS) / 3
+    loop = asyncio.get_running_loop()
+    renew_at = loop.time() + renew_every
+    while not call.done():
+        await asyncio.sleep(ANSWER_POLL_SECONDS)
+        if loop.time() >= renew_at:
+            renew_at = loop.time() + renew_every
+            if await asyncio.to_thread(store.claim_task, task_id, worker_id) is None:
+                call.cancel()
+                return
+        elif task_id in await asyncio.to_thread(store.ended_tasks, [task_id]):
+            call.cancel()
+            return
+
+
+def _finish(row: Task, payload: dict) -> str:
+    if "error" in payload:
+        store.finish_task(row.pk, Task.Status.FAILED, error=payload["error"], message=payload["error"].get("message", ""))
+        return Task.Status.FAILED
+    result = tasks.inlined_result(payload["result"])
+    failed = row.session_id is not None and result.get("isError") is True
+    status = Task.Status.FAILED if failed else Task.Status.COMPLETED
+    store.finish_task(row.pk, status, result=result, message="The tool reported an error" if failed else "")
+    return status
