@@ -420,17 +420,22 @@ def ratios_table(results, cs: list[int]) -> str:
 
 
 def modern_ratios_table(results, cs: list[int]) -> str:
-    """2026-07-28: this project's calls/s over each SDK's, the same calls (JSON echo, SSE progress)."""
-    m = medians(results)
-    lines = ["| calls | C | ours calls/s | / Python SDK 2.x | / TypeScript SDK 2.x |", "|---|---|---|---|---|"]
+    """2026-07-28: this project's calls/s over each SDK's, the same calls (JSON echo, SSE progress); and
+    each SDK's server CPU per call over this project's (how many times the CPU it spends on a call)."""
+    m, cpu = medians(results), cpu_medians(results)
+    lines = ["| calls | C | ours calls/s | / Python SDK 2.x | / TypeScript SDK 2.x | ours CPU ms/call | "
+             "Python SDK 2.x CPU / ours | TypeScript SDK 2.x CPU / ours |", "|---|---|---|---|---|---|---|---|"]
     for kind in ("json", "sse"):
         for c in cs:
-            ours = m.get((f"ours-modern-{kind}", c))
-            if not ours:
+            key = (f"ours-modern-{kind}", c)
+            if not m.get(key):
                 continue
-            cells = [f"{ours / m[(f'{sdk}-modern-{kind}', c)]:.2f}x" if m.get((f"{sdk}-modern-{kind}", c)) else "-"
+            cells = [f"{m[key] / m[(f'{sdk}-modern-{kind}', c)]:.2f}x" if m.get((f"{sdk}-modern-{kind}", c)) else "-"
                      for sdk in ("py2", "ts2")]
-            lines.append(f"| {kind.upper()} | {c} | {n(ours)} | " + " | ".join(cells) + " |")
+            cells.append(n(cpu.get(key), 3))
+            cells += [f"{cpu[(f'{sdk}-modern-{kind}', c)] / cpu[key]:.2f}x"
+                      if cpu.get(key) and cpu.get((f"{sdk}-modern-{kind}", c)) else "-" for sdk in ("py2", "ts2")]
+            lines.append(f"| {kind.upper()} | {c} | {n(m[key])} | " + " | ".join(cells) + " |")
     return "\n".join(lines) if len(lines) > 2 else ""
 
 
@@ -606,6 +611,8 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=ROOT / "test-output/yardstick.jsonl")
     parser.add_argument("--markdown", type=Path, default=ROOT / "test-output/yardstick.md")
     parser.add_argument("--plot", default=str(ROOT / "test-output/yardstick-calls.png"))
+    parser.add_argument("--report", type=Path, metavar="FILE.jsonl",
+                        help="run nothing: print (and write to --markdown) the tables of a finished run's JSON lines")
     args = parser.parse_args(argv)
     args.servers = [s for s in args.servers.split(",") if s]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
@@ -617,8 +624,28 @@ def parse_args(argv=None):
     return args
 
 
+def rerender(path: Path, markdown: Path) -> int:
+    """The tables again from a run's JSON lines (`--report`), e.g. after a change to the reporting."""
+    results, meta = [], None
+    for line in path.read_text().splitlines():
+        item = json.loads(line)
+        if "meta" in item:
+            meta = item["meta"]
+        else:
+            results.append(item)
+    if meta is None:
+        raise SystemExit(f"{path}: no meta line (the run did not finish)")
+    text = report(results, meta, meta["args"]["servers"], meta["args"]["cs"])
+    print(text)
+    markdown.parent.mkdir(parents=True, exist_ok=True)
+    markdown.write_text(text + "\n")
+    return 1 if problems(results) else 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.report:
+        return rerender(args.report, args.markdown)
     raise_fd_limit(max(4096, 2 * args.streams + 512))
     args.server_cpu, client_cpu = (None, None) if args.no_pin else pinning()
     if client_cpu is not None:

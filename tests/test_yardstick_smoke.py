@@ -82,6 +82,11 @@ def test_yardstick_modern_end_to_end(modern_paths, tmp_path):
     assert "2026-07-28 JSON (echo) calls >= 2x the Python SDK 2.x" in text
     assert "2026-07-28 SSE (progress(3)) calls >= 1x the TypeScript SDK 2.x" in text
     assert "Host load besides the bench" in text and "mcp 2." in text
+    assert "| JSON | 2 |" in text and "TypeScript SDK 2.x CPU / ours" in text
+    # The tables again from the JSON lines alone.
+    again = tmp_path / "again.md"
+    assert yardstick.main(["--report", str(out), "--markdown", str(again)]) == 0
+    assert again.read_text() == text
 
 
 def test_python_anchor_answers_the_bench_client(paths):
