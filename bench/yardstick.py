@@ -612,7 +612,8 @@ def parse_args(argv=None):
     parser.add_argument("--markdown", type=Path, default=ROOT / "test-output/yardstick.md")
     parser.add_argument("--plot", default=str(ROOT / "test-output/yardstick-calls.png"))
     parser.add_argument("--report", type=Path, metavar="FILE.jsonl",
-                        help="run nothing: print (and write to --markdown) the tables of a finished run's JSON lines")
+                        help="run nothing: print (and write to --markdown, and plot to --plot) the tables of a "
+                             "finished run's JSON lines")
     args = parser.parse_args(argv)
     args.servers = [s for s in args.servers.split(",") if s]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
@@ -624,7 +625,20 @@ def parse_args(argv=None):
     return args
 
 
-def rerender(path: Path, markdown: Path) -> int:
+def plot_medians(results: list[dict], meta: dict, path: str) -> str | None:
+    """calls/s against concurrency, the medians: this project's rows solid, the others dashed."""
+    ours, others = [], {}
+    for (name, c), value in sorted(medians(results).items()):
+        if name.startswith("ours-"):
+            mode = name.removeprefix("ours-").replace("-", " ").replace("modern ", "2026-07-28 ")
+            ours.append({"scenario": "calls", "calls_per_s": value, "concurrency": c, "mode": mode})
+        else:
+            others.setdefault(name, []).append((c, value))
+    return plot(ours, path, f"calls/s, medians of {meta['args']['reps']} interleaved repeats, {meta['started']}",
+                others)
+
+
+def rerender(path: Path, markdown: Path, plot_path: str | None = None) -> int:
     """The tables again from a run's JSON lines (`--report`), e.g. after a change to the reporting."""
     results, meta = [], None
     for line in path.read_text().splitlines():
@@ -639,13 +653,15 @@ def rerender(path: Path, markdown: Path) -> int:
     print(text)
     markdown.parent.mkdir(parents=True, exist_ok=True)
     markdown.write_text(text + "\n")
+    if plot_path:
+        plot_medians(results, meta, plot_path)
     return 1 if problems(results) else 0
 
 
 def main(argv=None) -> int:
     args = parse_args(argv)
     if args.report:
-        return rerender(args.report, args.markdown)
+        return rerender(args.report, args.markdown, args.plot)
     raise_fd_limit(max(4096, 2 * args.streams + 512))
     args.server_cpu, client_cpu = (None, None) if args.no_pin else pinning()
     if client_cpu is not None:
@@ -681,15 +697,7 @@ def main(argv=None) -> int:
     print(text)
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
     args.markdown.write_text(text + "\n")
-    ours, others = [], {}
-    for (name, c), value in sorted(medians(results).items()):
-        if name.startswith("ours-"):
-            ours.append({"scenario": "calls", "calls_per_s": value, "concurrency": c,
-                         "mode": name.removeprefix("ours-").replace("-", " ")})
-        else:
-            others.setdefault(name, []).append((c, value))
-    plotted = plot(ours, args.plot, f"calls/s against concurrency, medians of {args.reps} interleaved repeats "
-                                    f"(echo tool), {meta['started']}", others)
+    plotted = plot_medians(results, meta, args.plot)
     log(f"results: {args.out}; tables: {args.markdown}" + (f"; plot: {plotted}" if plotted else "")
         + f"; {meta['seconds']} s")
     wrong = problems(results)
