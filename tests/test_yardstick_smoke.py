@@ -51,11 +51,15 @@ def modern_paths():
 def test_modern_anchor_answers_the_bench_client(modern_paths, name):
     """Stateless 2026-07-28 calls: echo answered with JSON, progress(3) with a token on SSE, every answer
     checked (text, resultType, the notifications in order, no session id)."""
-    with anchors.AnchorServer(name, modern_paths) as server:
-        echo = asyncio.run(scenarios.calls(server.url, concurrency=2, duration=0.5, warmup=0.2, pid=server.pid,
-                                           era="modern", tool="echo"))
-        progress = asyncio.run(scenarios.calls(server.url, concurrency=2, duration=0.5, warmup=0.1, pid=server.pid,
-                                               era="modern", tool="progress"))
+    server = anchors.AnchorServer(name, modern_paths)
+    try:
+        with server:
+            echo = asyncio.run(scenarios.calls(server.url, concurrency=2, duration=0.5, warmup=0.2, pid=server.pid,
+                                               era="modern", tool="echo"))
+            progress = asyncio.run(scenarios.calls(server.url, concurrency=2, duration=0.5, warmup=0.1,
+                                                   pid=server.pid, era="modern", tool="progress"))
+    finally:
+        server.remove_log()
     for r, mode in ((echo, "json"), (progress, "sse")):
         assert r["mode"] == mode and r["calls"] > 0, r
         assert r["errors"] == 0 and r["wrong_results"] == 0, r["error_samples"]
