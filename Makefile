@@ -72,14 +72,15 @@ bench: test-install
 bench-against: test-install
 	$(PY) bench/against.py $(REF) $(BENCH_ARGS)
 
-# The official SDKs the side-by-side run compares against (bench/anchors/), from PyPI and npm, pinned,
-# into ~/.cache/mcp-transport-bench (outside the repository).
+# The official SDKs the side-by-side run compares against (bench/anchors/: 1.x for the 2025-11-25
+# sessions, 2.x for 2026-07-28), from PyPI and npm, pinned, into ~/.cache/mcp-transport-bench.
 anchors-install:
 	bash bench/anchors/install.sh
 
 # Side by side (bench/yardstick.py, BENCHMARKS.md): the official Python and TypeScript SDKs, the
 # floor (bench/floor.py) and the example project on SQLite and on PostgreSQL + Redis, the bench's own
-# client, 3 interleaved repeats (about 20 minutes). Writes test-output/yardstick.{jsonl,md} and a plot.
+# client, 3 interleaved repeats; then MCP 2026-07-28 calls (JSON echo, SSE progress) against the
+# SDKs 2.x and the example project (about 30 minutes). Writes test-output/yardstick.{jsonl,md} and a plot.
 # `make yardstick YARDSTICK_ARGS="--scenarios calls --servers py-sse,ts-sse,ours-sqlite-sse"` for less.
 YARDSTICK_ARGS ?=
 yardstick: test-install anchors-install

@@ -1,5 +1,6 @@
 """A minimal HTTP/1.1 client (keep-alive, Content-Length and chunked bodies) with an SSE reader,
-and an MCP Streamable HTTP session on top of it. Standard library only, plain http:// only.
+and MCP Streamable HTTP on top of it: `MCPSession` (2025-11-25 sessions) and `ModernClient` (the
+stateless 2026-07-28 revision). Standard library only, plain http:// only.
 
 It is written for load: one `reader.read()` per arrival of bytes, headers and chunks parsed out
 of one buffer, no per-request objects beyond the response head. Every wait is bounded by the
@@ -8,10 +9,13 @@ caller's timeout (`asyncio.timeout`), every loop by what has arrived.
 from __future__ import annotations
 
 import asyncio
+import base64
 import json
 from urllib.parse import urlsplit
 
 PROTOCOL_VERSION = "2025-11-25"
+MODERN_VERSION = "2026-07-28"
+META = "io.modelcontextprotocol/"
 ACCEPT_POST = "application/json, text/event-stream"
 SSE = "text/event-stream"
 READ_SIZE = 256 * 1024
@@ -427,3 +431,69 @@ class MCPSession:
         response = await conn.request(self.delete_bytes())
         await conn.read_body(response)
         return response.status
+
+
+def header_value(value: str) -> str:
+    """An Mcp-Name value as 2026-07-28 sends it: plain when a header can carry it, else base64 of
+    its UTF-8 between `=?base64?` and `?=`."""
+    if value.isascii() and value.isprintable() and value == value.strip() and not (
+            value.startswith("=?base64?") and value.endswith("?=")):
+        return value
+    return "=?base64?" + base64.b64encode(value.encode()).decode() + "?="
+
+
+class ModernClient:
+    """An MCP 2026-07-28 client: no initialize, no session, no GET stream. Every request is one POST
+    whose `params._meta` carries the protocol version, the client's capabilities and its info (merged
+    with the request's own `_meta`, so a progress token stays), with the headers that mirror the body:
+    MCP-Protocol-Version, Mcp-Method and, for tools/call, prompts/get and resources/read, Mcp-Name.
+    The answer is one JSON body, or an SSE stream (notifications, then the response)."""
+
+    NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+    def __init__(self, url: str, version: str = MODERN_VERSION, client_name: str = "mcp-transport-bench",
+                 capabilities: dict | None = None):
+        self.host, self.port, self.path = split_url(url)
+        self.version = version
+        self.envelope = {f"{META}protocolVersion": version, f"{META}clientCapabilities": capabilities or {},
+                         f"{META}clientInfo": {"name": client_name, "version": "1"}}
+        self._next_id = 0
+        self._fixed = (f"Host: {self.host}:{self.port}\r\nMCP-Protocol-Version: {version}\r\n"
+                       f"Accept: {ACCEPT_POST}\r\nContent-Type: application/json\r\n")
+
+    def connection(self) -> Connection:
+        return Connection(self.host, self.port)
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def request(self, method: str, params: dict | None = None) -> tuple[int, bytes]:
+        """(request id, request bytes) for one request with its envelope and headers."""
+        request_id = self.next_id()
+        params = dict(params or {})
+        params["_meta"] = {**self.envelope, **(params.get("_meta") or {})}
+        body = MCPSession.encode({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
+        extra = f"Mcp-Method: {method}\r\n"
+        target = self.NAMED.get(method)
+        if target and isinstance(params.get(target), str):
+            extra += f"Mcp-Name: {header_value(params[target])}\r\n"
+        head = f"POST {self.path} HTTP/1.1\r\n{self._fixed}{extra}Content-Length: {len(body)}\r\n\r\n"
+        return request_id, head.encode("latin-1") + body
+
+    def tool_call(self, name: str, arguments: dict, progress_token=None) -> tuple[int, bytes]:
+        params = {"name": name, "arguments": arguments}
+        if progress_token is not None:
+            params["_meta"] = {"progressToken": progress_token}
+        return self.request("tools/call", params)
+
+    find_response = staticmethod(MCPSession.find_response)
+
+    async def rpc(self, conn: Connection, method: str, params: dict | None = None, what: str = ""):
+        """-> (response message, the other messages on the stream, the head)."""
+        request_id, data = self.request(method, params)
+        response = await conn.request(data)
+        body = await conn.read_body(response)
+        if response.status != 200:
+            raise HTTPError(response.status, body, what or method)
+        return (*self.find_response(response, body, request_id), response)

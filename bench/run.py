@@ -7,6 +7,7 @@ and a plot of calls/s against concurrency (if matplotlib is there).
     python -m bench --quick                  # short runs, small numbers: a smoke run
     python -m bench --scenarios calls --concurrency 1,16,64 --duration 20
     python -m bench --db postgres            # example_project.settings_scaled, a fresh PG database
+    python -m bench --scenarios calls --modes modern   # MCP 2026-07-28 calls only (JSON echo, SSE progress)
 
 Each scenario (and each calls mode) gets a fresh daphne process and a fresh database. The
 server is pinned to CPU 0 and this client to CPU 1 when there are two CPUs. Exits 1 when a
@@ -53,7 +54,10 @@ def parse_args(argv=None):
     parser.add_argument("--duration", type=float, help="seconds measured per calls run (default 10; quick 2)")
     parser.add_argument("--warmup", type=float, help="seconds of calls before measuring (default 2; quick 0.5)")
     parser.add_argument("--concurrency", default="16,64", help="calls: sessions, comma-separated")
-    parser.add_argument("--modes", default="sse,json", help="calls: sse (SSE answers), json (JSON_RESPONSE=True)")
+    parser.add_argument("--modes", default="sse,json,modern",
+                        help="calls: sse (SSE answers), json (JSON_RESPONSE=True), modern (MCP 2026-07-28, the "
+                             "defaults: stateless echo calls answered with JSON, then progress(3) calls with a "
+                             "progress token answered on SSE)")
     parser.add_argument("--streams", type=int, help="streams: held GET streams (default 1000; quick 200)")
     parser.add_argument("--hold", type=float, help="streams: seconds to hold them (default 5; quick 2)")
     parser.add_argument("--repeats", type=int, help="resume: runs per mode and delay (default 20; quick 3)")
@@ -94,8 +98,8 @@ def parse_args(argv=None):
         parser.error(f"unknown scenarios: {', '.join(sorted(unknown))}")
     args.concurrency = [int(c) for c in args.concurrency.split(",") if c.strip()]
     args.modes = [m.strip() for m in args.modes.split(",") if m.strip()]
-    if set(args.modes) - {"sse", "json"}:
-        parser.error("--modes takes sse and/or json")
+    if set(args.modes) - {"sse", "json", "modern"}:
+        parser.error("--modes takes sse, json and/or modern")
     args.delays = [float(d) for d in args.delays.split(",") if d.strip()]
     return args
 
@@ -177,15 +181,19 @@ class Runner:
         a = self.args
         for mode in a.modes:
             transport = {"JSON_RESPONSE": mode == "json"}
+            # 2026-07-28: the same server runs echo calls (JSON answers), then progress(3) (SSE answers).
+            loads = ([("modern-json", {"era": "modern", "tool": "echo"}),
+                      ("modern-sse", {"era": "modern", "tool": "progress"})] if mode == "modern" else [(mode, {})])
 
-            async def go(server, mode=mode):
+            async def go(server, loads=loads):
                 out = []
-                for c in a.concurrency:
-                    log(f"calls: {mode.upper()} C={c}, {a.duration:g} s (+{a.warmup:g} s warm-up)")
-                    r = await scenarios.calls(server.url, concurrency=c, duration=a.duration, warmup=a.warmup,
-                                              pid=server.pid)
-                    r["requested_mode"] = mode
-                    out.append(r)
+                for label, load in loads:
+                    for c in a.concurrency:
+                        log(f"calls: {label.upper()} C={c}, {a.duration:g} s (+{a.warmup:g} s warm-up)")
+                        r = await scenarios.calls(server.url, concurrency=c, duration=a.duration, warmup=a.warmup,
+                                                  pid=server.pid, **load)
+                        r["requested_mode"] = label
+                        out.append(r)
                 return out
 
             result = self.run_scenario("calls", go, transport)
@@ -300,6 +308,8 @@ def rows_for(result: dict) -> list[list[str]]:
         return [[scenario, "", "failed", result["error"], "-", "-", "FAILED"]]
     if scenario == "calls":
         mode = (result.get("mode") or result.get("requested_mode") or "").upper()
+        if result.get("era") == "modern":
+            mode = f"2026-07-28 {mode} ({result.get('tool')})"
         ok = "ok" if not correctness(result) else "FAILED"
         return [[
             "calls", f"{mode} C={result['concurrency']}", f"{n(result['calls_per_s'])} calls/s",
@@ -427,6 +437,8 @@ def plot(results: list[dict], path: str, title: str, others: dict | None = None)
     for r in results:
         if r.get("scenario") == "calls" and r.get("calls_per_s") is not None:
             mode = (r.get("mode") or r.get("requested_mode") or "?").upper()
+            if r.get("era") == "modern":
+                mode = f"2026-07-28 {mode}"
             points.setdefault(f"django-mcp-transport ({mode})", []).append((r["concurrency"], r["calls_per_s"]))
     others = others or {}
     if not points and not others:

@@ -1,6 +1,8 @@
 """The bench scenarios. Each is a coroutine that drives one MCP endpoint and returns a dict of figures.
 
-calls    C sessions, each calling the `echo` tool back to back for a duration
+calls    C sessions, each calling the `echo` tool back to back for a duration; `era="modern"`: C
+         stateless 2026-07-28 clients instead, calling `echo` (JSON answers) or `progress(3)` with
+         a progress token (SSE answers)
 streams  S sessions, each holding its standalone GET stream: memory per session and stream
 resume   `progress` with K notifications; the POST stream is dropped after the first one and the
          rest is read with GET + Last-Event-ID, while the tool runs (`live`) or after (`after`)
@@ -22,7 +24,7 @@ import statistics
 import time
 
 from . import procstat
-from .client import Connection, HTTPError, MCPSession, SSEParser, message_of
+from .client import Connection, HTTPError, MCPSession, ModernClient, SSEParser, message_of
 
 SETUP_PARALLEL = 50
 
@@ -85,39 +87,99 @@ async def end_session(session: MCPSession, conn: Connection | None, timeout: flo
 
 # calls
 
+PROGRESS_COUNT = 3  # tool="progress": progress(3, delay=0) with a token, so that the answer streams
+
+
+async def open_modern(url: str, timeout: float = 10) -> tuple[ModernClient, Connection]:
+    """A 2026-07-28 client and a connection for it (there is no session to open)."""
+    client = ModernClient(url)
+    conn = client.connection()
+    try:
+        await conn.open(timeout)
+    except BaseException:
+        conn.abort()
+        raise
+    return client, conn
+
+
+async def close_modern(client: ModernClient, conn: Connection | None):
+    if conn is not None:
+        await conn.close()
+
+
+def answered(message: dict, others: list, response, text: str, tool: str, era: str) -> bool:
+    """Whether a tools/call answer is right: the echoed text, or `done 3` after progress 1, 2, 3
+    for this call's token; in the 2026-07-28 era also `resultType: complete` and no session id."""
+    result = message.get("result")
+    if not isinstance(result, dict):
+        return False
+    if era == "modern" and (result.get("resultType") != "complete" or "mcp-session-id" in response.headers):
+        return False
+    expected = text
+    if tool == "progress":
+        expected = f"done {PROGRESS_COUNT}"
+        progress = [m["params"].get("progress") for m in others
+                    if m.get("method") == "notifications/progress" and isinstance(m.get("params"), dict)
+                    and m["params"].get("progressToken") == text]
+        if progress != list(range(1, PROGRESS_COUNT + 1)):
+            return False
+    try:
+        return result["content"][0]["text"] == expected
+    except (KeyError, IndexError, TypeError):
+        return False
+
+
 async def calls(url: str, *, concurrency: int = 16, duration: float = 10.0, warmup: float = 1.0,
-                pid: int | None = None, call_timeout: float = 10.0, max_calls: int = 10_000_000) -> dict:
-    """C sessions doing sequential tools/call echo; figures over `duration` after `warmup`: the
-    calls completed in that window, their latencies, the server's CPU and RSS."""
-    opened = await bounded(SETUP_PARALLEL, [open_session(url) for _ in range(concurrency)])
-    sessions = [r for r in opened if not isinstance(r, BaseException)]
+                pid: int | None = None, call_timeout: float = 10.0, max_calls: int = 10_000_000,
+                era: str = "legacy", tool: str = "echo") -> dict:
+    """C clients each calling a tool back to back; figures over `duration` after `warmup`: the
+    calls completed in that window, their latencies, the server's CPU and RSS.
+
+    era     `legacy`: C 2025-11-25 sessions (initialize first, DELETE at the end);
+            `modern`: C connections of a 2026-07-28 client, each call stateless with its envelope
+    tool    `echo`: echo(message), answered with the message (JSON, or SSE where the server streams
+            every answer); `progress`: progress(3, delay=0) with a progress token, answered with
+            three notifications and `done 3` on an SSE stream
+    """
+    if era not in ("legacy", "modern") or tool not in ("echo", "progress"):
+        raise ValueError(f"calls: era {era!r}, tool {tool!r}")
+    if era == "modern":
+        opened = await bounded(SETUP_PARALLEL, [open_modern(url) for _ in range(concurrency)])
+    else:
+        opened = await bounded(SETUP_PARALLEL, [open_session(url) for _ in range(concurrency)])
+    clients = [r for r in opened if not isinstance(r, BaseException)]
     setup_errors = [short(r) for r in opened if isinstance(r, BaseException)]
     latencies: list[float] = []
     errors: dict[str, int] = {}
     counts = {"ok": 0, "in_window": 0, "wrong": 0}
     modes: set[str] = set()
+    wrong_samples: list[str] = []
     start = time.monotonic()
     window = {"start": start + warmup, "end": start + warmup + duration}
     stop = asyncio.Event()
 
-    async def worker(index: int, session: MCPSession, conn: Connection):
+    async def worker(index: int, client, conn: Connection):
         n = 0
         while not stop.is_set() and n < max_calls and time.monotonic() < window["end"] + call_timeout:
             n += 1
             text = f"w{index}c{n}"
-            request_id, data = session.tool_call("echo", {"message": text})
+            if tool == "echo":
+                request_id, data = client.tool_call("echo", {"message": text})
+            else:
+                request_id, data = client.tool_call("progress", {"count": PROGRESS_COUNT, "delay": 0},
+                                                    progress_token=text)
             t0 = time.monotonic()
             try:
                 async with asyncio.timeout(call_timeout):
                     if not conn.reusable or not conn.is_open:
                         conn.abort()
-                        conn = await session.connection().open()
+                        conn = await client.connection().open()
                     response = await conn.request(data)
                     body = await conn.read_body(response)
                     t1 = time.monotonic()
                     if response.status != 200:
                         raise HTTPError(response.status, body, "tools/call")
-                    message, _ = session.find_response(response, body, request_id)
+                    message, others = client.find_response(response, body, request_id)
             except Exception as exc:  # noqa: BLE001 (counted, and the loop goes on)
                 key = short(exc)
                 errors[key] = errors.get(key, 0) + 1
@@ -127,20 +189,18 @@ async def calls(url: str, *, concurrency: int = 16, duration: float = 10.0, warm
                 await asyncio.sleep(0.01)
                 continue
             modes.add("sse" if response.is_sse else "json")
-            try:
-                ok = message["result"]["content"][0]["text"] == text
-            except (KeyError, IndexError, TypeError):
-                ok = False
-            if not ok:
+            if not answered(message, others, response, text, tool, era):
                 counts["wrong"] += 1
+                if len(wrong_samples) < 3:
+                    wrong_samples.append(f"wrong answer: {str(message)[:160]} (+{len(others)} messages)")
                 continue
             counts["ok"] += 1
             if window["start"] <= t1 <= window["end"]:  # completions in the window (edges cancel out)
                 counts["in_window"] += 1
                 latencies.append(t1 - t0)
-        return session, conn
+        return client, conn
 
-    tasks = [asyncio.ensure_future(worker(i, s, c)) for i, (s, c) in enumerate(sessions)]
+    tasks = [asyncio.ensure_future(worker(i, s, c)) for i, (s, c) in enumerate(clients)]
     rss_before = procstat.rss_kb(pid) if pid else None
     await asyncio.sleep(max(0.0, window["start"] - time.monotonic()))
     cpu = procstat.CPUWindow(pid)
@@ -150,13 +210,20 @@ async def calls(url: str, *, concurrency: int = 16, duration: float = 10.0, warm
     stop.set()
     done = await asyncio.gather(*tasks, return_exceptions=True)
     ended = [d for d in done if not isinstance(d, BaseException)]
-    deletes = await bounded(SETUP_PARALLEL, [end_session(s, c) for s, c in ended])
+    if era == "modern":
+        await asyncio.gather(*(close_modern(s, c) for s, c in ended))
+        deleted = None
+    else:
+        deletes = await bounded(SETUP_PARALLEL, [end_session(s, c) for s, c in ended])
+        deleted = sum(1 for d in deletes if d == 200)
     latencies.sort()
     calls_per_s = counts["in_window"] / duration if duration else None
     return {
         "scenario": "calls",
+        "era": era,
+        "tool": tool,
         "concurrency": concurrency,
-        "sessions": len(sessions),
+        "sessions": len(clients),
         "mode": "/".join(sorted(modes)) or None,
         "duration_s": duration,
         "warmup_s": warmup,
@@ -174,8 +241,8 @@ async def calls(url: str, *, concurrency: int = 16, duration: float = 10.0, warm
         "server_rss_kb_before": rss_before,
         "errors": sum(errors.values()) + len(setup_errors),
         "wrong_results": counts["wrong"],
-        "error_samples": (setup_errors + sorted(errors))[:5],
-        "deleted": sum(1 for d in deletes if d == 200),
+        "error_samples": (setup_errors + sorted(errors) + wrong_samples)[:5],
+        "deleted": deleted,
     }
 
 

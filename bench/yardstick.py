@@ -9,6 +9,13 @@ bench/scenarios.py, as `make bench` uses it). The example project is served by
 example_project.settings_scaled), `-json` with JSON_RESPONSE = True; `ours-sqlite-sse-daphne` is
 `ours-sqlite-sse` under plain daphne.
 
+MCP 2026-07-28 (`*-modern-*` rows): stateless calls, each POST with its `_meta` envelope and the
+Mcp-* headers, against the official Python SDK 2.x (`py2-modern`), the TypeScript server SDK 2.x
+(`ts2-modern`) and the example project with its defaults (`ours-modern`, SQLite: the modern path
+stores nothing). `-json` calls echo (answered with JSON), `-sse` calls progress(3, delay=0) with a
+progress token (three notifications, then the result, on an SSE stream without event ids). Every
+answer is checked: the text, `resultType: complete`, the notifications in order, no session id.
+
 Each server is started fresh for each repeat, pinned to the first CPU with the client on the
 second; the repeats are interleaved (server after server, the order rotated each repeat) so that a
 slow minute of a shared machine falls on every server alike. Medians of the repeats are compared.
@@ -43,10 +50,22 @@ from bench import anchors, scenarios  # noqa: E402
 from bench.run import git_revision, log_problems, plot, raise_fd_limit  # noqa: E402
 from bench.server import APP, FLOOR, ROOT, BenchServer, databases, pinning  # noqa: E402
 
-ANCHORS = tuple(anchors.ANCHORS)  # py-sse, py-json, ts-sse, ts-json
+ANCHORS = ("py-sse", "py-json", "ts-sse", "ts-json")
 FLOORS = ("floor",)
 OURS = ("ours-sqlite-sse", "ours-sqlite-json", "ours-pg-sse", "ours-pg-json", "ours-sqlite-sse-daphne")
-SERVERS = ANCHORS + FLOORS + OURS
+# The 2026-07-28 rows: (the server that serves them, the tool each call calls). "ours" is the example
+# project with its default settings on SQLite.
+MODERN = {
+    "py2-modern-json": ("py2-modern", "echo"),
+    "py2-modern-sse": ("py2-modern", "progress"),
+    "ts2-modern-json": ("ts2-modern", "echo"),
+    "ts2-modern-sse": ("ts2-modern", "progress"),
+    "ours-modern-json": ("ours", "echo"),
+    "ours-modern-sse": ("ours", "progress"),
+}
+SERVERS = ANCHORS + FLOORS + OURS + tuple(MODERN)
+# A calls run during which everything else on the host used more than this (% of one CPU) is disturbed.
+DISTURBED_PCT = 25.0
 WHAT = {
     "py-sse": "official Python SDK, SSE answers",
     "py-json": "official Python SDK, JSON answers",
@@ -58,6 +77,12 @@ WHAT = {
     "ours-pg-sse": "this project, PostgreSQL + Redis, SSE answers",
     "ours-pg-json": "this project, PostgreSQL + Redis, JSON answers",
     "ours-sqlite-sse-daphne": "ours-sqlite-sse under plain daphne",
+    "py2-modern-json": "official Python SDK 2.x, 2026-07-28, echo (JSON answers)",
+    "py2-modern-sse": "official Python SDK 2.x, 2026-07-28, progress(3) (SSE answers)",
+    "ts2-modern-json": "official TypeScript SDK 2.x, 2026-07-28, echo (JSON answers)",
+    "ts2-modern-sse": "official TypeScript SDK 2.x, 2026-07-28, progress(3) (SSE answers)",
+    "ours-modern-json": "this project, 2026-07-28, echo (JSON answers)",
+    "ours-modern-sse": "this project, 2026-07-28, progress(3) (SSE answers)",
 }
 SCENARIOS = ("calls", "streams", "resume")
 # Held streams and resumption: the servers with a GET stream and a progress tool, one per kind
@@ -78,7 +103,8 @@ class Ours:
     def __init__(self, name: str, dbs: dict, cpu: int | None):
         app = FLOOR if name in FLOORS else APP
         db = dbs.get("postgres" if "-pg-" in name else "sqlite")
-        transport = {"JSON_RESPONSE": True} if name.endswith("-json") else {}
+        # The modern rows run the defaults: JSON_RESPONSE would drop the notifications.
+        transport = {"JSON_RESPONSE": True} if name.endswith("-json") and name not in MODERN else {}
         launcher = "daphne" if name.endswith("-daphne") else "mcp_transport.serve"
         self.server = BenchServer(db, transport, cpu, launcher=launcher, app=app)
 
@@ -100,9 +126,23 @@ class Ours:
         self.server.remove_log()
 
 
+def process(name: str) -> str:
+    """The server a row runs on: an anchor's name, or the row's own."""
+    return MODERN[name][0] if name in MODERN and MODERN[name][0] != "ours" else name
+
+
+def load(name: str) -> dict:
+    """The calls a row makes: its era and tool (scenarios.calls' arguments)."""
+    return {"era": "modern", "tool": MODERN[name][1]} if name in MODERN else {}
+
+
+def needs_sqlite(name: str) -> bool:
+    return "-sqlite-" in name or name in MODERN and MODERN[name][0] == "ours"
+
+
 def serve(name: str, args):
-    if name in ANCHORS:
-        return anchors.AnchorServer(name, args.paths, args.server_cpu).start()
+    if process(name) in anchors.ANCHORS:
+        return anchors.AnchorServer(process(name), args.paths, args.server_cpu).start()
     return Ours(name, args.dbs, args.server_cpu).start()
 
 
@@ -202,12 +242,13 @@ class Run:
                     # A fresh process first serves unmeasured calls: the TypeScript SDK's JIT needs
                     # seconds of load to reach its pace (the first seconds run at a third of it).
                     if a.server_warmup:
-                        await scenarios.calls(server.url, concurrency=a.cs[0], duration=a.server_warmup, warmup=0)
+                        await scenarios.calls(server.url, concurrency=a.cs[0], duration=a.server_warmup, warmup=0,
+                                              **load(name))
                     out = []
                     for c in a.cs:
                         log(f"calls {name} C={c} repeat {rep}/{a.reps}")
                         out.append(await scenarios.calls(server.url, concurrency=c, duration=a.duration,
-                                                         warmup=a.warmup, pid=server.pid))
+                                                         warmup=a.warmup, pid=server.pid, **load(name)))
                     return out
 
                 self.against(name, "calls", measure, rep=rep)
@@ -296,17 +337,37 @@ def after_ms(r: dict) -> list[float]:
             if row["mode"] == "after" and row["reconnect_to_done_ms_p50"] is not None]
 
 
+def cpu_medians(results) -> dict[tuple[str, int], float]:
+    """The server's CPU per call (ms), median of the repeats."""
+    out = {}
+    for key, runs in calls_runs(results).items():
+        values = [r["server_cpu_ms_per_call"] for r in runs if r.get("server_cpu_ms_per_call") is not None]
+        if values:
+            out[key] = statistics.median(values)
+    return out
+
+
+def other_load(results, names, cs: list[int] | None = None) -> float:
+    """The most everything else on the host used (% of one CPU) during the measured calls runs of
+    `names` (at the concurrencies `cs`, or all)."""
+    values = [r.get("host_other_cpu_pct") or 0 for (name, c), runs in calls_runs(results).items()
+              if name in names and (cs is None or c in cs) for r in runs]
+    return max(values, default=0.0)
+
+
 def side_by_side(results, servers: list[str], cs: list[int]) -> str:
-    """The one table: calls/s (medians), latency, memory per held stream, resume losses."""
-    m, runs = medians(results), calls_runs(results)
+    """The one table: calls/s (medians), CPU per call, latency, memory per held stream, resume losses."""
+    m, runs, cpu = medians(results), calls_runs(results), cpu_medians(results)
     streams, resumes = by_server(results, "streams"), by_server(results, "resume")
     header = ["server", "what"] + [f"calls/s C={c}" for c in cs] + [
+        "server CPU ms per call, C=" + " / ".join(str(c) for c in cs),
         f"p50 / p99 ms C={cs[0]}", "KB per held session+stream", "resume: lost / dup / out of order",
         "replay after reconnect, ms"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name in servers:
         cells = [name, WHAT.get(name, "")]
         cells += [n(m.get((name, c))) for c in cs]
+        cells.append(" / ".join(n(cpu.get((name, c)), 3) for c in cs))
         first = runs.get((name, cs[0]))
         cells.append(f"{n(median_run(first)['p50_ms'], 1)} / {n(median_run(first)['p99_ms'], 1)}" if first else "-")
         s = streams.get(name)
@@ -326,8 +387,8 @@ def side_by_side(results, servers: list[str], cs: list[int]) -> str:
 def calls_table(results, servers: list[str], cs: list[int]) -> str:
     """Every repeat: calls/s, the median repeat's latency, server CPU, the rest of the host's CPU."""
     runs = calls_runs(results)
-    lines = ["| server | C | calls/s, each repeat | median | p50 / p99 ms | server CPU % | client CPU % | "
-             "other CPU % (max) |", "|---|---|---|---|---|---|---|---|"]
+    lines = ["| server | C | calls/s, each repeat | median | p50 / p99 ms | server CPU % | server CPU ms/call | "
+             "client CPU % | other CPU % (max) |", "|---|---|---|---|---|---|---|---|---|"]
     for name in servers:
         for c in cs:
             rs = runs.get((name, c))
@@ -339,7 +400,8 @@ def calls_table(results, servers: list[str], cs: list[int]) -> str:
                 f"| {name} | {c} | {' / '.join(n(r['calls_per_s']) for r in rs)} | "
                 f"{n(statistics.median(r['calls_per_s'] for r in rs))} | "
                 f"{n(mid['p50_ms'], 1)} / {n(mid['p99_ms'], 1)} | "
-                f"{' / '.join(n(r.get('server_cpu_pct')) for r in rs)} | {n(mid.get('client_cpu_pct'))} | "
+                f"{' / '.join(n(r.get('server_cpu_pct')) for r in rs)} | "
+                f"{' / '.join(n(r.get('server_cpu_ms_per_call'), 3) for r in rs)} | {n(mid.get('client_cpu_pct'))} | "
                 f"{n(max((r.get('host_other_cpu_pct') or 0) for r in rs))} |")
     return "\n".join(lines)
 
@@ -355,6 +417,26 @@ def ratios_table(results, cs: list[int]) -> str:
                 cells = [f"{m[(name, c)] / m[(a, c)]:.2f}x" if m.get((a, c)) else "-" for a in against]
                 lines.append(f"| {name} | {c} | {n(m[(name, c)])} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def modern_ratios_table(results, cs: list[int]) -> str:
+    """2026-07-28: this project's calls/s over each SDK's, the same calls (JSON echo, SSE progress); and
+    each SDK's server CPU per call over this project's (how many times the CPU it spends on a call)."""
+    m, cpu = medians(results), cpu_medians(results)
+    lines = ["| calls | C | ours calls/s | / Python SDK 2.x | / TypeScript SDK 2.x | ours CPU ms/call | "
+             "Python SDK 2.x CPU / ours | TypeScript SDK 2.x CPU / ours |", "|---|---|---|---|---|---|---|---|"]
+    for kind in ("json", "sse"):
+        for c in cs:
+            key = (f"ours-modern-{kind}", c)
+            if not m.get(key):
+                continue
+            cells = [f"{m[key] / m[(f'{sdk}-modern-{kind}', c)]:.2f}x" if m.get((f"{sdk}-modern-{kind}", c)) else "-"
+                     for sdk in ("py2", "ts2")]
+            cells.append(n(cpu.get(key), 3))
+            cells += [f"{cpu[(f'{sdk}-modern-{kind}', c)] / cpu[key]:.2f}x"
+                      if cpu.get(key) and cpu.get((f"{sdk}-modern-{kind}", c)) else "-" for sdk in ("py2", "ts2")]
+            lines.append(f"| {kind.upper()} | {c} | {n(m[key])} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
 
 
 def streams_table(results) -> str:
@@ -381,20 +463,29 @@ def resume_table(results) -> str:
 
 
 def targets(results, cs: list[int]) -> list[tuple[str, str, str]]:
-    """The performance targets this run measures: (target, measured, met)."""
+    """The performance targets this run measures: (target, measured, met). A calls target whose runs
+    were disturbed (everything else on the host above DISTURBED_PCT of a CPU) is not claimed."""
     m = medians(results)
     out = []
 
     def ratio_target(ours: str, anchor: str, floor: float, label: str):
         values = [(c, m[(ours, c)] / m[(anchor, c)]) for c in cs if m.get((ours, c)) and m.get((anchor, c))]
         if values:
-            out.append((label, " / ".join(f"{v:.2f}x (C={c})" for c, v in values),
-                        "yes" if all(v >= floor for _, v in values) else "no"))
+            met = "yes" if all(v >= floor for _, v in values) else "no"
+            other = other_load(results, (ours, anchor), [c for c, _ in values])
+            if other > DISTURBED_PCT:
+                met = f"not claimed: disturbed (other load up to {other:.0f} % of a CPU; on these figures {met})"
+            out.append((label, " / ".join(f"{v:.2f}x (C={c})" for c, v in values), met))
 
     for db, label in (("sqlite", "SQLite"), ("pg", "PostgreSQL")):
         ratio_target(f"ours-{db}-sse", "py-sse", 2.5, f"SSE calls, {label}, >= 2.5x py-sse")
         ratio_target(f"ours-{db}-sse", "ts-sse", 0.8, f"SSE calls, {label}, >= 0.8x ts-sse")
         ratio_target(f"ours-{db}-json", "py-json", 1.5, f"JSON calls, {label}, >= 1.5x py-json")
+    for kind, label in (("json", "JSON (echo)"), ("sse", "SSE (progress(3))")):
+        ratio_target(f"ours-modern-{kind}", f"py2-modern-{kind}", 2.0,
+                     f"2026-07-28 {label} calls >= 2x the Python SDK 2.x")
+        ratio_target(f"ours-modern-{kind}", f"ts2-modern-{kind}", 1.0,
+                     f"2026-07-28 {label} calls >= 1x the TypeScript SDK 2.x")
     streams = by_server(results, "streams")
     for name in ("ours-sqlite-sse", "ours-pg-sse"):
         s = streams.get(name)
@@ -439,9 +530,15 @@ def facts_line(meta: dict) -> str:
     if "anchor_python" in anchor:
         py, mcp, uvicorn = (anchor["anchor_python"].split() + ["?", "?", "?"])[:3]
         parts.append(f"Python SDK: mcp {mcp}, uvicorn {uvicorn} (Python {py})")
+    if "anchor_python_modern" in anchor:
+        py, mcp, uvicorn = (anchor["anchor_python_modern"].split() + ["?", "?", "?"])[:3]
+        parts.append(f"Python SDK 2.x: mcp {mcp}, uvicorn {uvicorn} (Python {py})")
     if "anchor_node" in anchor:
         node, sdk = (anchor["anchor_node"].split() + ["?", "?"])[:2]
         parts.append(f"TypeScript SDK: @modelcontextprotocol/sdk {sdk} (Node {node.lstrip('v')})")
+    if "anchor_node_modern" in anchor:
+        node, sdk = (anchor["anchor_node_modern"].split() + ["?", "?"])[:2]
+        parts.append(f"TypeScript SDK 2.x: @modelcontextprotocol/server {sdk} (Node {node.lstrip('v')})")
     a = meta["args"]
     parts.append(f"{a['reps']} repeats interleaved, each server started afresh for each and warmed with "
                  f"{a['server_warmup']:g} s of calls, then {a['warmup']:g} s + {a['duration']:g} s measured per "
@@ -450,15 +547,36 @@ def facts_line(meta: dict) -> str:
     return "; ".join(parts) + "."
 
 
+def host_load(results, servers: list[str]) -> str:
+    """What else the host ran during the measured calls runs, and whether that disturbed them."""
+    worst = {name: other_load(results, (name,)) for name in servers
+             if any(key[0] == name for key in calls_runs(results))}
+    if not worst:
+        return ""
+    each = ", ".join(f"{name} {value:.0f}" for name, value in worst.items())
+    disturbed = [name for name, value in worst.items() if value > DISTURBED_PCT]
+    verdict = (f"disturbed (above {DISTURBED_PCT:g} %): {', '.join(disturbed)}; the targets those rows feed are "
+               "not claimed" if disturbed else f"no row above {DISTURBED_PCT:g} %: undisturbed")
+    return (f"Host load besides the bench (% of one CPU that everything else used, the most in any measured "
+            f"calls run of the row): {each}. {verdict[0].upper()}{verdict[1:]}.")
+
+
 def report(results: list[dict], meta: dict, servers: list[str], cs: list[int]) -> str:
     out = [f"## Side by side: {meta['git'] or '?'}, {meta['started']}", "", facts_line(meta), "",
            side_by_side(results, servers, cs), ""]
+    load_line = host_load(results, servers)
+    if load_line:
+        out += [load_line, ""]
     rows = targets(results, cs)
     if rows:
         out += ["### Targets", "", targets_table(rows), ""]
     if calls_runs(results):
-        out += ["### calls (echo tool)", "", calls_table(results, servers, cs), "", "### ratios (medians)", "",
-                ratios_table(results, cs), ""]
+        out += ["### calls (echo tool; `*-modern-sse`: progress(3))", "", calls_table(results, servers, cs), ""]
+        if any(name in OURS for name, _ in calls_runs(results)):
+            out += ["### ratios (medians)", "", ratios_table(results, cs), ""]
+        modern = modern_ratios_table(results, cs)
+        if modern:
+            out += ["### 2026-07-28 ratios (medians)", "", modern, ""]
     if by_server(results, "streams"):
         out += ["### streams (held GET streams; RSS from /proc)", "", streams_table(results), ""]
     if by_server(results, "resume"):
@@ -493,6 +611,9 @@ def parse_args(argv=None):
     parser.add_argument("--out", type=Path, default=ROOT / "test-output/yardstick.jsonl")
     parser.add_argument("--markdown", type=Path, default=ROOT / "test-output/yardstick.md")
     parser.add_argument("--plot", default=str(ROOT / "test-output/yardstick-calls.png"))
+    parser.add_argument("--report", type=Path, metavar="FILE.jsonl",
+                        help="run nothing: print (and write to --markdown, and plot to --plot) the tables of a "
+                             "finished run's JSON lines")
     args = parser.parse_args(argv)
     args.servers = [s for s in args.servers.split(",") if s]
     args.scenarios = [s for s in args.scenarios.split(",") if s]
@@ -504,17 +625,52 @@ def parse_args(argv=None):
     return args
 
 
+def plot_medians(results: list[dict], meta: dict, path: str) -> str | None:
+    """calls/s against concurrency, the medians: this project's rows solid, the others dashed."""
+    ours, others = [], {}
+    for (name, c), value in sorted(medians(results).items()):
+        if name.startswith("ours-"):
+            mode = name.removeprefix("ours-").replace("-", " ").replace("modern ", "2026-07-28 ")
+            ours.append({"scenario": "calls", "calls_per_s": value, "concurrency": c, "mode": mode})
+        else:
+            others.setdefault(name, []).append((c, value))
+    return plot(ours, path, f"calls/s, medians of {meta['args']['reps']} interleaved repeats, {meta['started']}",
+                others)
+
+
+def rerender(path: Path, markdown: Path, plot_path: str | None = None) -> int:
+    """The tables again from a run's JSON lines (`--report`), e.g. after a change to the reporting."""
+    results, meta = [], None
+    for line in path.read_text().splitlines():
+        item = json.loads(line)
+        if "meta" in item:
+            meta = item["meta"]
+        else:
+            results.append(item)
+    if meta is None:
+        raise SystemExit(f"{path}: no meta line (the run did not finish)")
+    text = report(results, meta, meta["args"]["servers"], meta["args"]["cs"])
+    print(text)
+    markdown.parent.mkdir(parents=True, exist_ok=True)
+    markdown.write_text(text + "\n")
+    if plot_path:
+        plot_medians(results, meta, plot_path)
+    return 1 if problems(results) else 0
+
+
 def main(argv=None) -> int:
     args = parse_args(argv)
+    if args.report:
+        return rerender(args.report, args.markdown, args.plot)
     raise_fd_limit(max(4096, 2 * args.streams + 512))
     args.server_cpu, client_cpu = (None, None) if args.no_pin else pinning()
     if client_cpu is not None:
         os.sched_setaffinity(0, {client_cpu})
-    wanted = {anchors.ANCHORS[s][0] for s in args.servers if s in ANCHORS}
+    wanted = anchors.parts(process(s) for s in args.servers)
     args.paths = {}
     if wanted:
         log("installing the anchors (bench/anchors/install.sh; at once when up to date)")
-        args.paths = anchors.install("all" if len(wanted) > 1 else wanted.pop())
+        args.paths = anchors.install(wanted)
     args.dbs = {}
     started = datetime.datetime.now(datetime.timezone.utc)
     args.out.parent.mkdir(parents=True, exist_ok=True)
@@ -522,7 +678,7 @@ def main(argv=None) -> int:
     try:
         if any("-pg-" in s for s in args.servers):
             args.dbs["postgres"] = databases("postgres")
-        if any("-sqlite-" in s for s in args.servers):
+        if any(needs_sqlite(s) for s in args.servers):
             args.dbs["sqlite"] = databases("sqlite")
         meta = {"started": f"{started:%Y-%m-%d %H:%M} UTC", "git": git_revision(), "machine": machine(),
                 "services": service_versions(args.dbs), "anchors": anchors.versions(args.paths),
@@ -541,15 +697,7 @@ def main(argv=None) -> int:
     print(text)
     args.markdown.parent.mkdir(parents=True, exist_ok=True)
     args.markdown.write_text(text + "\n")
-    ours, others = [], {}
-    for (name, c), value in sorted(medians(results).items()):
-        if name.startswith("ours-"):
-            ours.append({"scenario": "calls", "calls_per_s": value, "concurrency": c,
-                         "mode": name.removeprefix("ours-").replace("-", " ")})
-        else:
-            others.setdefault(name, []).append((c, value))
-    plotted = plot(ours, args.plot, f"calls/s against concurrency, medians of {args.reps} interleaved repeats "
-                                    f"(echo tool), {meta['started']}", others)
+    plotted = plot_medians(results, meta, args.plot)
     log(f"results: {args.out}; tables: {args.markdown}" + (f"; plot: {plotted}" if plotted else "")
         + f"; {meta['seconds']} s")
     wrong = problems(results)

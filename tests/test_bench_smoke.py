@@ -62,6 +62,35 @@ def test_calls_json():
     renders(r)
 
 
+@pytest.mark.parametrize("tool, mode", [("echo", "json"), ("progress", "sse")])
+def test_calls_modern(server, tool, mode):
+    """MCP 2026-07-28: stateless calls with the envelope and headers; echo answered with JSON, progress(3)
+    with a token on SSE; every answer checked (text, resultType, the notifications, no session id)."""
+    r = asyncio.run(scenarios.calls(server.url, concurrency=2, duration=1, warmup=0.2, pid=server.proc.pid,
+                                    era="modern", tool=tool))
+    assert (r["era"], r["tool"], r["mode"]) == ("modern", tool, mode)
+    assert r["sessions"] == 2 and r["calls"] > 0 and r["deleted"] is None
+    assert r["errors"] == 0 and r["wrong_results"] == 0, r["error_samples"]
+    assert "2026-07-28" in renders(r)
+
+
+def test_modern_answers_are_checked():
+    """A legacy-shaped result (no resultType), a session id, a missing notification: each is wrong."""
+    class Head:
+        def __init__(self, headers=None):
+            self.headers = headers or {}
+
+    result = {"result": {"content": [{"type": "text", "text": "done 3"}], "resultType": "complete"}}
+    progress = [{"method": "notifications/progress", "params": {"progressToken": "t", "progress": i}}
+                for i in (1, 2, 3)]
+    assert scenarios.answered(result, progress, Head(), "t", "progress", "modern")
+    assert not scenarios.answered(result, progress[:2], Head(), "t", "progress", "modern")
+    assert not scenarios.answered(result, progress, Head({"mcp-session-id": "x"}), "t", "progress", "modern")
+    legacy = {"result": {"content": [{"type": "text", "text": "hi"}]}}
+    assert scenarios.answered(legacy, [], Head(), "hi", "echo", "legacy")
+    assert not scenarios.answered(legacy, [], Head(), "hi", "echo", "modern")
+
+
 def test_streams(server):
     r = asyncio.run(scenarios.streams(server.url, count=20, hold=1, pid=server.proc.pid, warm=2))
     assert r["errors"] == 0, r["error_samples"]

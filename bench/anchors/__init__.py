@@ -1,14 +1,19 @@
 """The anchor servers: the official MCP SDKs serving the same two tools as the example project,
 for the side-by-side run (bench/yardstick.py).
 
-python_sdk.py       `mcp` 1.x (PyPI), FastMCP's streamable-http app on uvicorn
-typescript_sdk.mjs  `@modelcontextprotocol/sdk` 1.x (npm), StreamableHTTPServerTransport on node:http
-requirements.txt    the Python anchor's venv, pinned
-package.json        the TypeScript anchor's packages and Node 22, pinned by package-lock.json
-install.sh          installs both from the registries into $MCP_BENCH_HOME (~/.cache/mcp-transport-bench)
+python_sdk.py               `mcp` 1.x (PyPI), FastMCP's streamable-http app on uvicorn
+typescript_sdk.mjs          `@modelcontextprotocol/sdk` 1.x (npm), StreamableHTTPServerTransport on node:http
+python_sdk_modern.py        `mcp` 2.x (PyPI), MCPServer's streamable-http app on uvicorn: 2026-07-28 and 2025
+typescript_sdk_modern.mjs   `@modelcontextprotocol/server` 2.x (npm), createMcpHandler on node:http: both eras
+requirements.txt            the legacy Python anchor's venv, pinned
+requirements-modern.txt     the modern Python anchor's venv (mcp 2.x), pinned
+package.json                both TypeScript anchors' packages and Node 22, pinned by package-lock.json
+install.sh                  installs them from the registries into $MCP_BENCH_HOME (~/.cache/mcp-transport-bench)
 
 `-sse` answers tools/call on an SSE stream (the SDKs' default, with an in-memory event store so
 that streams can be resumed); `-json` answers with JSON (json_response / enableJsonResponse).
+`py2-modern` and `ts2-modern` run with their SDKs' defaults: a 2026-07-28 call is answered with
+JSON, or on an SSE stream (no event ids) when the tool sends a notification first.
 """
 from __future__ import annotations
 
@@ -25,22 +30,36 @@ from bench.server import ServerProcess, free_port
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
-# name -> (runtime, extra arguments)
+# name -> (install.sh part, the script, extra arguments)
 ANCHORS = {
-    "py-sse": ("python", []),
-    "py-json": ("python", ["--json"]),
-    "ts-sse": ("node", []),
-    "ts-json": ("node", ["--json"]),
+    "py-sse": ("python", "python_sdk.py", []),
+    "py-json": ("python", "python_sdk.py", ["--json"]),
+    "ts-sse": ("node", "typescript_sdk.mjs", []),
+    "ts-json": ("node", "typescript_sdk.mjs", ["--json"]),
+    "py2-modern": ("python-modern", "python_sdk_modern.py", []),
+    "ts2-modern": ("node", "typescript_sdk_modern.mjs", []),
 }
+PYTHONS = {"python": "MCP_BENCH_PYTHON", "python-modern": "MCP_BENCH_PYTHON_MODERN"}
 
 
 class Unavailable(RuntimeError):
     """The anchors could not be installed (no npm, no registry, a failed install)."""
 
 
-def install(part: str = "all", python: str | None = None, timeout: float = 900) -> dict[str, str]:
-    """Run install.sh PART (node, python or all): the KEY=VALUE lines it ends with. Returns at once
-    when the pinned files have not changed since the last install."""
+def parts(names) -> list[str]:
+    """The install.sh parts the anchors `names` need."""
+    return sorted({ANCHORS[name][0] for name in names if name in ANCHORS})
+
+
+def install(part: str | list[str] = "all", python: str | None = None, timeout: float = 900) -> dict[str, str]:
+    """Run install.sh PART (node, python, python-modern or all; or each of a list): the KEY=VALUE
+    lines it ends with. Returns at once when the pinned files have not changed since the last
+    install."""
+    if not isinstance(part, str):
+        paths: dict[str, str] = {}
+        for one in part:
+            paths.update(install(one, python, timeout))
+        return paths
     env = dict(os.environ)
     if python:
         env["MCP_BENCH_ANCHOR_PYTHON"] = python
@@ -57,19 +76,22 @@ def install(part: str = "all", python: str | None = None, timeout: float = 900) 
 
 def versions(paths: dict[str, str]) -> dict[str, str]:
     """The anchors' runtime and SDK versions, read from what install.sh installed."""
+    import json
+
     out = {}
-    if "MCP_BENCH_PYTHON" in paths:
-        out["anchor_python"] = subprocess.run(
-            [paths["MCP_BENCH_PYTHON"], "-c", "import sys, importlib.metadata as m; "
-             "print(sys.version.split()[0], m.version('mcp'), m.version('uvicorn'))"],
-            capture_output=True, text=True, timeout=60).stdout.strip()
+    for key, label in (("MCP_BENCH_PYTHON", "anchor_python"), ("MCP_BENCH_PYTHON_MODERN", "anchor_python_modern")):
+        if key in paths:
+            out[label] = subprocess.run(
+                [paths[key], "-c", "import sys, importlib.metadata as m; "
+                 "print(sys.version.split()[0], m.version('mcp'), m.version('uvicorn'))"],
+                capture_output=True, text=True, timeout=60).stdout.strip()
     if "MCP_BENCH_NODE" in paths:
         node = subprocess.run([paths["MCP_BENCH_NODE"], "--version"], capture_output=True, text=True,
                               timeout=60).stdout.strip()
-        sdk = Path(paths["MCP_BENCH_NODE_DIR"], "node_modules/@modelcontextprotocol/sdk/package.json")
-        import json
-
-        out["anchor_node"] = f"{node} {json.loads(sdk.read_text())['version']}" if sdk.exists() else node
+        modules = Path(paths["MCP_BENCH_NODE_DIR"], "node_modules/@modelcontextprotocol")
+        for package, label in (("sdk", "anchor_node"), ("server", "anchor_node_modern")):
+            manifest = modules / package / "package.json"
+            out[label] = f"{node} {json.loads(manifest.read_text())['version']}" if manifest.exists() else node
     return out
 
 
@@ -97,14 +119,13 @@ class AnchorServer(ServerProcess):
         self.log_path: str | None = None
 
     def command(self) -> tuple[list[str], Path]:
-        runtime, extra = ANCHORS[self.name]
-        if runtime == "python":
-            return [self.paths["MCP_BENCH_PYTHON"], str(HERE / "python_sdk.py"), "--port", str(self.port), *extra], ROOT
+        part, script, extra = ANCHORS[self.name]
+        if part in PYTHONS:
+            return [self.paths[PYTHONS[part]], str(HERE / script), "--port", str(self.port), *extra], ROOT
         # ES modules resolve their imports from the script's own directory: run a copy beside node_modules.
         node_dir = Path(self.paths["MCP_BENCH_NODE_DIR"])
-        shutil.copyfile(HERE / "typescript_sdk.mjs", node_dir / "typescript_sdk.mjs")
-        return [self.paths["MCP_BENCH_NODE"], str(node_dir / "typescript_sdk.mjs"), "--port", str(self.port),
-                *extra], node_dir
+        shutil.copyfile(HERE / script, node_dir / script)
+        return [self.paths["MCP_BENCH_NODE"], str(node_dir / script), "--port", str(self.port), *extra], node_dir
 
     def start(self) -> "AnchorServer":
         command, cwd = self.command()

@@ -3,10 +3,13 @@
 # OUTSIDE the repository:
 #
 #   $MCP_BENCH_HOME/node   `npm ci` of bench/anchors/package.json + package-lock.json:
-#                          @modelcontextprotocol/sdk 1.x (typescript_sdk.mjs), zod, and `node@22`
-#                          (Node 22 as an npm package, so the anchor's runtime is pinned too).
+#                          @modelcontextprotocol/sdk 1.x (typescript_sdk.mjs), the server SDK 2.x
+#                          @modelcontextprotocol/server + /node (typescript_sdk_modern.mjs), zod, and
+#                          `node@22` (Node 22 as an npm package, so the anchors' runtime is pinned too).
 #   $MCP_BENCH_HOME/venv   a Python venv with bench/anchors/requirements.txt (mcp 1.x, uvicorn):
 #                          python_sdk.py runs there, apart from the project's own venv.
+#   $MCP_BENCH_HOME/venv-modern  the same with requirements-modern.txt (mcp 2.x, uvicorn):
+#                          python_sdk_modern.py runs there (mcp 2.x and 1.x cannot share a venv).
 #
 # MCP_BENCH_HOME defaults to ${XDG_CACHE_HOME:-$HOME/.cache}/mcp-transport-bench.
 # MCP_BENCH_ANCHOR_PYTHON picks the interpreter for the venv (default: python3.11, else python3).
@@ -15,7 +18,8 @@
 # define it (and, for the venv, the interpreter's version) differs from the stamp of its last
 # successful install. On success the last lines are machine-readable:
 #   MCP_BENCH_HOME=...   MCP_BENCH_NODE_DIR=...   MCP_BENCH_NODE=.../node   MCP_BENCH_PYTHON=.../python
-# Usage: bench/anchors/install.sh [node|python|all]   (default all)
+#   MCP_BENCH_PYTHON_MODERN=.../python
+# Usage: bench/anchors/install.sh [node|python|python-modern|all]   (default all)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -27,6 +31,7 @@ mkdir -p "$BENCH_HOME"
 BENCH_HOME=$(cd "$BENCH_HOME" && pwd)
 NODE_DIR=$BENCH_HOME/node
 VENV=$BENCH_HOME/venv
+VENV_MODERN=$BENCH_HOME/venv-modern
 
 log() { echo "[bench-anchors-install] $*" >&2; }
 
@@ -56,49 +61,67 @@ install_node() {
         return 1
     fi
     (cd "$NODE_DIR" && node_modules/node/bin/node --input-type=module \
-        -e "await import('@modelcontextprotocol/sdk/server/streamableHttp.js'); await import('zod')") \
-        || { log "the SDK does not import under node@22"; return 1; }
+        -e "await import('@modelcontextprotocol/sdk/server/streamableHttp.js'); await import('zod');
+            await import('@modelcontextprotocol/server'); await import('@modelcontextprotocol/node')") \
+        || { log "the SDKs do not import under node@22"; return 1; }
     echo "$want" >"$NODE_DIR/.stamp"
-    log "installed the TypeScript SDK (node $("$NODE_DIR/node_modules/node/bin/node" --version)) in $NODE_DIR"
+    log "installed the TypeScript SDKs (node $("$NODE_DIR/node_modules/node/bin/node" --version)) in $NODE_DIR"
 }
 
-install_python() {
+# install_venv DIR REQUIREMENTS CHECK: a venv in DIR with REQUIREMENTS, redone only when they (or the
+# interpreter) changed; CHECK is Python that must run in it afterwards.
+install_venv() {
+    local venv=$1 requirements=$2 check=$3
     command -v "$PYTHON" >/dev/null 2>&1 || { log "$PYTHON not found"; return 1; }
     local want have="" pyver
     pyver=$("$PYTHON" -c 'import sys; print(sys.version)')
-    want=$( { cat "$HERE/requirements.txt"; echo "$pyver"; } | sha256sum | cut -d' ' -f1)
-    [ -f "$VENV/.stamp" ] && have=$(cat "$VENV/.stamp")
-    if [ "$want" = "$have" ] && [ -x "$VENV/bin/python" ]; then
-        log "Python SDK venv up to date in $VENV"
+    want=$( { cat "$requirements"; echo "$pyver"; } | sha256sum | cut -d' ' -f1)
+    [ -f "$venv/.stamp" ] && have=$(cat "$venv/.stamp")
+    if [ "$want" = "$have" ] && [ -x "$venv/bin/python" ]; then
+        log "Python SDK venv up to date in $venv"
         return 0
     fi
-    log "creating the Python SDK venv in $VENV with $PYTHON ($pyver)"
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV"
-    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-            -r "$HERE/requirements.txt" >"$BENCH_HOME/pip.log" 2>&1; then
-        tail -40 "$BENCH_HOME/pip.log" >&2
-        log "pip install failed (full log: $BENCH_HOME/pip.log)"
+    log "creating the Python SDK venv in $venv with $PYTHON ($pyver)"
+    rm -rf "$venv"
+    "$PYTHON" -m venv "$venv"
+    local pip_log
+    pip_log="$BENCH_HOME/pip-$(basename "$venv").log"
+    if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
+            -r "$requirements" >"$pip_log" 2>&1; then
+        tail -40 "$pip_log" >&2
+        log "pip install failed (full log: $pip_log)"
         return 1
     fi
-    "$VENV/bin/python" -c 'from mcp.server.fastmcp import FastMCP; import uvicorn' \
-        || { log "mcp 1.x does not import"; return 1; }
-    echo "$want" >"$VENV/.stamp"
-    log "installed $("$VENV/bin/python" -m pip show mcp 2>/dev/null | grep -i '^version') in $VENV"
+    "$venv/bin/python" -c "$check" || { log "the SDK in $venv does not import"; return 1; }
+    echo "$want" >"$venv/.stamp"
+    log "installed $("$venv/bin/python" -m pip show mcp 2>/dev/null | grep -i '^version') in $venv"
+}
+
+install_python() {
+    install_venv "$VENV" "$HERE/requirements.txt" 'from mcp.server.fastmcp import FastMCP; import uvicorn'
+}
+
+install_python_modern() {
+    install_venv "$VENV_MODERN" "$HERE/requirements-modern.txt" \
+        'from mcp.server.mcpserver import MCPServer; import uvicorn'
 }
 
 case "$WHAT" in
     node) install_node ;;
     python) install_python ;;
-    all) install_node; install_python ;;
-    *) echo "usage: $0 [node|python|all]" >&2; exit 2 ;;
+    python-modern) install_python_modern ;;
+    all) install_node; install_python; install_python_modern ;;
+    *) echo "usage: $0 [node|python|python-modern|all]" >&2; exit 2 ;;
 esac
 
 echo "MCP_BENCH_HOME=$BENCH_HOME"
-if [ "$WHAT" != python ]; then
+if [ "$WHAT" = node ] || [ "$WHAT" = all ]; then
     echo "MCP_BENCH_NODE_DIR=$NODE_DIR"
     echo "MCP_BENCH_NODE=$NODE_DIR/node_modules/node/bin/node"
 fi
-if [ "$WHAT" != node ]; then
+if [ "$WHAT" = python ] || [ "$WHAT" = all ]; then
     echo "MCP_BENCH_PYTHON=$VENV/bin/python"
+fi
+if [ "$WHAT" = python-modern ] || [ "$WHAT" = all ]; then
+    echo "MCP_BENCH_PYTHON_MODERN=$VENV_MODERN/bin/python"
 fi
