@@ -513,11 +513,12 @@ def test_client_error_answer_to_elicitation_becomes_the_calls_error(mcp):
     assert final["error"]["code"] == -32099
 
 
-def test_server_request_without_the_client_capability_is_an_error_not_a_request(c):
+def test_server_request_without_the_client_capability_is_a_tool_error_not_a_request(c):
+    """The client's call was valid: the tool gets ClientCapabilityError, and uncaught it is an isError result."""
     request_id, reader = run_call(c, "test_sampling", {"prompt": "x"})
     assert [m for m in reader.messages if m.get("method") == "sampling/createMessage"] == []
     final = responses_to(reader.messages, request_id)[0]
-    assert "error" in final and "sampling" in final["error"]["message"]
+    assert final["result"]["isError"] is True and "'sampling' capability" in final["result"]["content"][0]["text"]
 
 
 def test_another_sessions_answer_does_not_resolve_the_request(mcp):
