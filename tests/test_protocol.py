@@ -190,3 +190,74 @@ def test_paired_surrogates_are_fine_and_output_is_always_valid_ascii_json():
     assert jsonrpc.parse(b'{"jsonrpc":"2.0","id":1,"method":"\\ud83d\\ude00"}').method == "\U0001F600"
     out = jsonrpc.dumps({"text": "\ud800 \u2028 \u00e9", "n": float("nan"), "big": [float("inf")]})
     assert out.isascii() and json.loads(out) == {"text": "\ud800 \u2028 \u00e9", "n": None, "big": [None]}
+
+
+# Output schemas: derived from the return annotation, enforced on every call
+
+
+def test_output_schemas_from_return_annotations_and_their_enforcement():
+    import asyncio
+    from typing_extensions import TypedDict  # pydantic reads typing.TypedDict from Python 3.12 on
+
+    from pydantic import BaseModel
+
+    from mcp_transport import MCPServer
+    from mcp_transport.protocol import server as servers
+    from mcp_transport.protocol.registry import call_tool
+
+    class Point(TypedDict):
+        x: int
+        y: int
+
+    class Book(BaseModel):
+        title: str
+
+    other = MCPServer("output-schemas")
+    try:
+        @other.tool
+        def count() -> int:
+            """A primitive: carried as {"result": ...}."""
+            return 3
+
+        @other.tool
+        def point() -> Point:
+            """An object: the structured content itself."""
+            return {"x": 1, "y": 2}
+
+        @other.tool
+        def bad_point() -> Point:
+            """Claims a Point, returns something else."""
+            return {"x": "one"}
+
+        @other.tool(output_schema={"type": "object", "properties": {"n": {"type": "integer"}}, "required": ["n"]})
+        def declared() -> dict:
+            """A schema declared by hand."""
+            return {"n": "not a number"}
+
+        @other.tool
+        def book() -> Book:
+            return Book(title="Dune")
+
+        @other.tool
+        def text() -> str:
+            return "plain"
+
+        tools = other.tools
+        assert tools["count"].output_schema == {"type": "object", "properties": {"result": {"type": "integer"}},
+                                                "required": ["result"]}
+        assert tools["point"].output_schema["properties"] == {"x": {"title": "X", "type": "integer"},
+                                                              "y": {"title": "Y", "type": "integer"}}
+        assert tools["text"].output_schema is None and "outputSchema" not in tools["text"].definition()
+
+        def run(name):
+            return asyncio.run(call_tool(tools[name], {}, None))
+
+        assert run("count") == {"content": [{"type": "text", "text": "3"}], "structuredContent": {"result": 3}}
+        assert run("point")["structuredContent"] == {"x": 1, "y": 2}
+        assert run("book")["structuredContent"] == {"title": "Dune"}
+        for name in ("bad_point", "declared"):
+            result = run(name)
+            assert result["isError"] is True and "does not match its output schema" in result["content"][0]["text"]
+        assert run("text") == {"content": [{"type": "text", "text": "plain"}]}
+    finally:
+        del servers.servers["output-schemas"]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import inspect
+import json
 import logging
 import re
 import typing
@@ -10,7 +11,7 @@ from typing import Any, Callable
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 
 from . import content
 from .context import Context, SyncContext
@@ -94,6 +95,66 @@ class ArgumentsError(InvalidParams):
         super().__init__(f"Invalid arguments: {summary}", {"errors": errors})
 
 
+class OutputMismatch(Exception):
+    """A tool's structured result does not match its output schema (a bug in the tool)."""
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a tool's structured result must look like (`outputSchema`), and how it is checked.
+
+    From the return annotation: a pydantic model, a dict or TypedDict, or a type whose values are
+    not objects (an int, a list of floats...), which the result carries as `{"result": value}`.
+    A `-> str` tool answers text only. Or declared: `@mcp.tool(output_schema={...})`.
+    """
+
+    schema: dict
+    adapter: TypeAdapter | None = None
+    wrapped: bool = False
+
+    @classmethod
+    def of(cls, annotation) -> "Output | None":
+        if annotation in (inspect.Parameter.empty, None, type(None), str, Any, list, tuple, dict):
+            return None
+        if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+            return cls(annotation.model_json_schema(), TypeAdapter(annotation))
+        try:
+            adapter = TypeAdapter(annotation)
+            schema = adapter.json_schema()
+        except Exception:
+            return None  # content objects, or types JSON Schema cannot say
+        if schema.get("type") == "object":
+            return cls(schema, adapter)
+        return cls({"type": "object", "properties": {"result": schema}, "required": ["result"]}, adapter, True)
+
+    @classmethod
+    def declared(cls, schema: dict) -> "Output":
+        return cls(schema)
+
+    def structured(self, value, result: dict) -> dict:
+        """The call's result with its `structuredContent` checked against the schema."""
+        if self.wrapped:
+            data = self.adapter.dump_python(self.adapter.validate_python(value), mode="json")
+            return {"content": [content.content_item(json.dumps(data))], "structuredContent": {"result": data}}
+        data = result.get("structuredContent")
+        if data is None:
+            raise OutputMismatch("the tool returned no structured content")
+        if self.adapter is not None:
+            self.adapter.validate_python(data)
+        else:
+            _validate_schema(data, self.schema)
+        return result
+
+
+def _validate_schema(data, schema: dict):
+    import jsonschema
+
+    try:
+        jsonschema.validate(data, schema)
+    except jsonschema.ValidationError as exc:
+        raise OutputMismatch(exc.message) from None
+
+
 def Header(name: str, **field):
     """Mirror a tool argument as the `Mcp-Param-{name}` HTTP header (2026-07-28's `x-mcp-header`):
     `region: Annotated[str, Header("Region")]`. Clients send it; the server checks it matches."""
@@ -152,6 +213,7 @@ class Tool(Guarded):
     permissions: tuple = ()
     allow: Callable | None = None
     task_support: str = "forbidden"
+    output: "Output | None" = None
 
     def definition(self) -> dict:
         item = {
@@ -278,13 +340,12 @@ class Registry:
         def register(fn):
             tool_name = name or fn.__name__
             sig = Signature.of(fn, tool_name)
-            out = output_schema
-            ret = typing.get_type_hints(fn).get("return")
-            if out is None and inspect.isclass(ret) and issubclass(ret, BaseModel):
-                out = ret.model_json_schema()
+            output = Output.declared(output_schema) if output_schema is not None else Output.of(
+                typing.get_type_hints(fn, include_extras=True).get("return", inspect.Parameter.empty))
             self.tools[tool_name] = Tool(
-                tool_name, fn, sig, _description(fn, description), title, input_schema, out,
-                annotations, disconnect_policy, retry_ms, meta, _perms(permissions), allow, task_support,
+                tool_name, fn, sig, _description(fn, description), title, input_schema,
+                output.schema if output else None, annotations, disconnect_policy, retry_ms, meta, _perms(permissions),
+                allow, task_support, output,
             )
             return fn
 
@@ -346,4 +407,12 @@ async def call_tool(tool: Tool, arguments: dict | None, ctx: Context) -> dict:
         if settings.DEBUG:
             text += f": {type(exc).__name__}: {exc}"
         return {"content": [{"type": "text", "text": text}], "isError": True}
-    return content.tool_result(value)
+    result = content.tool_result(value)
+    if tool.output is None or result.get("isError"):
+        return result
+    try:
+        return tool.output.structured(value, result)
+    except (OutputMismatch, ValidationError) as exc:
+        logger.error("Tool %s returned a result that does not match its output schema: %s", tool.name, exc)
+        return {"content": [{"type": "text", "text": f"Tool {tool.name} returned a result that does not match "
+                                                     "its output schema"}], "isError": True}
