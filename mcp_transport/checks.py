@@ -105,6 +105,10 @@ def _check_modern(config: dict) -> list:
                                    "characters or more, the same on every worker.", id="mcp_transport.E020"))
     if not _positive_number(config["REQUEST_STATE_SECONDS"]):
         errors.append(checks.Error("REQUEST_STATE_SECONDS must be a positive number.", id="mcp_transport.E021"))
+    priming_grace = config["AFTER_PRIMING_GRACE_SECONDS"]
+    if not isinstance(priming_grace, Real) or isinstance(priming_grace, bool) or priming_grace < 0:
+        errors.append(checks.Error("AFTER_PRIMING_GRACE_SECONDS must be a number of seconds, 0 or more.",
+                                   id="mcp_transport.E029"))
     grace = config["TASK_GRACE_SECONDS"]
     if not isinstance(grace, Real) or isinstance(grace, bool) or grace < 0:
         errors.append(checks.Error("TASK_GRACE_SECONDS must be a number of seconds, 0 or more.",

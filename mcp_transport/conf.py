@@ -11,6 +11,8 @@ DEFAULTS = {
     # "never" | "after_priming" | "after_seconds" | "idle" | dotted path to a DisconnectPolicy.
     "DISCONNECT_POLICY": "never",
     "DISCONNECT_AFTER_SECONDS": 30.0,
+    # "after_priming" keeps a connection this long for an answer that is nearly there.
+    "AFTER_PRIMING_GRACE_SECONDS": 0.05,
     "KEEPALIVE_SECONDS": 15.0,
     # Origins allowed besides same-origin and no Origin at all; "*" allows any.
     "ALLOWED_ORIGINS": [],

@@ -44,10 +44,16 @@ class Never(DisconnectPolicy):
 
 
 class AfterPriming(DisconnectPolicy):
-    """Pure polling: each connection delivers what is there, then closes."""
+    """Pure polling: each connection delivers what is there, then closes. It waits
+    AFTER_PRIMING_GRACE_SECONDS first: a quick tool's answer then goes out on the first
+    connection instead of costing its client a whole `retry` and a reconnect."""
+
+    def __init__(self, grace: float | None = None):
+        self.grace = grace
 
     def deadline(self, conn):
-        return conn.opened_at
+        grace = self.grace if self.grace is not None else mcp_settings.AFTER_PRIMING_GRACE_SECONDS
+        return conn.opened_at + float(grace)
 
 
 class AfterSeconds(DisconnectPolicy):

@@ -17,7 +17,10 @@ RETRY = 50
 WATCHED = "test://watched-resource"
 
 
-after_priming = module_daphne({"DISCONNECT_POLICY": "after_priming", "RETRY_MS": RETRY, "KEEPALIVE_SECONDS": 0.1})
+# Pure polling without the grace: every connection closes right after what is there.
+after_priming = module_daphne({"DISCONNECT_POLICY": "after_priming", "AFTER_PRIMING_GRACE_SECONDS": 0,
+                               "RETRY_MS": RETRY, "KEEPALIVE_SECONDS": 0.1})
+after_priming_grace = module_daphne({"DISCONNECT_POLICY": "after_priming", "RETRY_MS": 5000})
 after_seconds = module_daphne({"DISCONNECT_POLICY": "after_seconds", "DISCONNECT_AFTER_SECONDS": 0.3,
                                "RETRY_MS": RETRY})
 idle = module_daphne({"DISCONNECT_POLICY": "idle", "DISCONNECT_AFTER_SECONDS": 0.3, "RETRY_MS": RETRY})
@@ -63,6 +66,17 @@ def test_after_priming_closes_the_post_connection_right_after_priming(after_prim
     messages = all_messages(*rest)
     assert progress_values(messages) == [1, 2, 3]
     assert responses_to(messages, request_id)[0]["result"]["content"][0]["text"] == "done 3"
+
+
+def test_after_priming_waits_a_moment_for_a_quick_tool_before_closing(after_priming_grace, mcp):
+    """The grace (AFTER_PRIMING_GRACE_SECONDS): a sync tool that answers in a few ms answers on the
+    first connection, not after a 5 s retry and a reconnect."""
+    client = mcp(after_priming_grace)
+    client.initialize()
+    request_id, first = run_call(client, "test_simple_text", {})
+    assert responses_to(first.messages, request_id)[0]["result"]["content"][0]["text"].startswith("This is")
+    request_id, slow = run_call(client, "progress", {"count": 2, "delay": 0.5}, progress_token="s")
+    assert slow.messages == [] and slow.retry == 5000  # not ready within the grace: closed as before
 
 
 def test_after_priming_pure_polling_loop_delivers_every_event_exactly_once(after_priming, mcp):

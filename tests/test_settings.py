@@ -95,7 +95,8 @@ def test_checks_are_registered():
 def test_policies():
     conn = policies.Connection(1, "request", opened_at=100.0, last_event_at=105.0)
     assert policies.Never().deadline(conn) is None
-    assert policies.AfterPriming().deadline(conn) == 100.0
+    assert policies.AfterPriming().deadline(conn) == 100.05
+    assert policies.AfterPriming(0).deadline(conn) == 100.0
     assert policies.AfterSeconds(2).deadline(conn) == 102.0
     assert policies.Idle(2).deadline(conn) == 107.0
     backoff = policies.ExponentialRetry()
