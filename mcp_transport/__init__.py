@@ -7,7 +7,7 @@
         return message
 """
 from .protocol.content import (
-    Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, Text, ToolError, ToolResult,
+    Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, ResourceNotFound, Text, ToolError, ToolResult,
 )
 from .protocol.context import ClientCapabilityError, Context, SyncContext
 from .protocol.jsonrpc import JSONRPCError
@@ -22,5 +22,5 @@ mcp = MCPServer("default")
 __all__ = [
     "mcp", "MCPServer", "get_server", "Context", "SyncContext", "JSONRPCError", "ToolError", "ToolResult",
     "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "PromptMessage", "Header",
-    "ClientCapabilityError",
+    "ClientCapabilityError", "ResourceNotFound",
 ]

@@ -261,3 +261,50 @@ def test_output_schemas_from_return_annotations_and_their_enforcement():
         assert run("text") == {"content": [{"type": "text", "text": "plain"}]}
     finally:
         del servers.servers["output-schemas"]
+
+
+def test_icons_server_identity_and_resource_not_found():
+    import asyncio
+
+    import pytest
+
+    from mcp_transport import MCPServer, ResourceNotFound
+    from mcp_transport.protocol import server as servers
+    from mcp_transport.protocol.context import Context
+    from mcp_transport.protocol.jsonrpc import JSONRPCError
+
+    icon = {"src": "https://example.com/icon.png", "mimeType": "image/png", "sizes": ["48x48"], "theme": "dark"}
+    other = MCPServer("icons", title="Library", description="Books and loans", website_url="https://example.com",
+                      icons=[icon])
+    try:
+        @other.tool(icons=[icon])
+        def lend() -> str:
+            """Lend a book."""
+            return "ok"
+
+        @other.resource("books://{isbn}", icons=[{"src": "data:image/png;base64,AAAA"}])
+        def book(isbn: str) -> str:
+            raise ResourceNotFound(f"No book {isbn}")
+
+        @other.prompt(icons=[icon])
+        def review() -> str:
+            return "Review it."
+
+        assert other.info() == {"name": "icons", "version": "0.1.0", "title": "Library",
+                                "description": "Books and loans", "websiteUrl": "https://example.com",
+                                "icons": [icon]}
+        assert other.tools["lend"].definition()["icons"] == [icon]
+        assert other.resources["books://{isbn}"].definition()["icons"][0]["src"].startswith("data:")
+        assert other.prompts["review"].definition()["icons"] == [icon]
+        with pytest.raises(ValueError, match="https: or data:"):
+            other.tool(icons=[{"src": "javascript:alert(1)"}])(lambda: "x")
+        with pytest.raises(ValueError, match="theme"):
+            other.tool(icons=[{"src": "https://x/i.png", "theme": "blue"}])(lambda: "x")
+
+        ctx = Context(server=other, session=None, request_id=1, params={}, host=None)
+        with pytest.raises(JSONRPCError) as missing:
+            asyncio.run(other.dispatcher.resources_read({"uri": "books://123"}, ctx))
+        assert missing.value.code == -32002 and missing.value.data == {"uri": "books://123"}
+        assert missing.value.message == "No book 123"
+    finally:
+        del servers.servers["icons"]

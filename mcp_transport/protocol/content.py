@@ -113,6 +113,12 @@ class ToolError(Exception):
     """Raise in a tool to return `isError: true` with this message (not a JSON-RPC error)."""
 
 
+class ResourceNotFound(Exception):
+    """Raise in a resource function when what the URI names does not exist (a template's row, say):
+    the client gets "resource not found" (-32002 on a session, -32602 on 2026-07-28), not an
+    internal error."""
+
+
 def _with_annotations(item: dict, annotations):
     if annotations:
         item["annotations"] = annotations

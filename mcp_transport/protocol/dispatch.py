@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import jsonrpc
-from .content import prompt_messages, resource_contents
+from .content import ResourceNotFound, prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
 from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
 from .registry import ArgumentsError, call_tool
@@ -176,7 +176,11 @@ class Dispatcher:
         if not await permitted(resource, ctx):
             raise JSONRPCError(jsonrpc.RESOURCE_NOT_FOUND, f"Resource not found: {uri}", {"uri": uri})
         kwargs = resource.signature.bind(args)
-        value = await resource.signature.call(resource.fn, kwargs, ctx)
+        try:
+            value = await resource.signature.call(resource.fn, kwargs, ctx)
+        except ResourceNotFound as exc:
+            raise JSONRPCError(jsonrpc.RESOURCE_NOT_FOUND, str(exc) or f"Resource not found: {uri}",
+                               {"uri": uri}) from None
         return {"contents": resource_contents(uri, value, resource.mime_type)}
 
     async def resources_subscribe(self, params, ctx):

@@ -155,6 +155,27 @@ def _validate_schema(data, schema: dict):
         raise OutputMismatch(exc.message) from None
 
 
+ICON_THEMES = ("light", "dark")
+
+
+def checked_icons(icons) -> list | None:
+    """Icons as the spec has them (`src` an https: or data: URI, optional `mimeType`, `sizes`,
+    `theme`): clients must refuse others, so a wrong one fails at declaration, not in a client."""
+    if icons is None:
+        return None
+    if not isinstance(icons, (list, tuple)):
+        raise ValueError("icons must be a list of {'src': ..., 'mimeType': ..., 'sizes': [...], 'theme': ...}")
+    for icon in icons:
+        src = icon.get("src") if isinstance(icon, dict) else None
+        if not isinstance(src, str) or not src.startswith(("https://", "data:")):
+            raise ValueError(f"icon src must be an https: or data: URI, not {src!r}")
+        if "sizes" in icon and not (isinstance(icon["sizes"], list) and all(isinstance(x, str) for x in icon["sizes"])):
+            raise ValueError("icon sizes must be a list of strings such as '48x48' or 'any'")
+        if "theme" in icon and icon["theme"] not in ICON_THEMES:
+            raise ValueError("icon theme must be 'light' or 'dark'")
+    return [dict(icon) for icon in icons]
+
+
 def Header(name: str, **field):
     """Mirror a tool argument as the `Mcp-Param-{name}` HTTP header (2026-07-28's `x-mcp-header`):
     `region: Annotated[str, Header("Region")]`. Clients send it; the server checks it matches."""
@@ -214,6 +235,7 @@ class Tool(Guarded):
     allow: Callable | None = None
     task_support: str = "forbidden"
     output: "Output | None" = None
+    icons: list | None = None
 
     def definition(self) -> dict:
         item = {
@@ -229,6 +251,8 @@ class Tool(Guarded):
             item["annotations"] = self.annotations
         if self.meta:
             item["_meta"] = self.meta
+        if self.icons:
+            item["icons"] = self.icons
         return item
 
     @property
@@ -263,6 +287,7 @@ class Resource(Guarded):
     pattern: re.Pattern | None = None
     permissions: tuple = ()
     allow: Callable | None = None
+    icons: list | None = None
 
     @property
     def is_template(self):
@@ -271,7 +296,8 @@ class Resource(Guarded):
     def definition(self) -> dict:
         key = "uriTemplate" if self.is_template else "uri"
         item = {key: self.uri, "name": self.name}
-        for attr, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type)):
+        for attr, value in (("title", self.title), ("description", self.description), ("mimeType", self.mime_type),
+                            ("icons", self.icons)):
             if value:
                 item[attr] = value
         return item
@@ -293,6 +319,7 @@ class Prompt(Guarded):
     completions: dict = field(default_factory=dict)
     permissions: tuple = ()
     allow: Callable | None = None
+    icons: list | None = None
 
     def definition(self) -> dict:
         arguments = []
@@ -304,6 +331,8 @@ class Prompt(Guarded):
         item = {"name": self.name, "description": self.description, "arguments": arguments}
         if self.title:
             item["title"] = self.title
+        if self.icons:
+            item["icons"] = self.icons
         return item
 
 
@@ -330,7 +359,7 @@ class Registry:
 
     def tool(self, fn=None, *, name=None, description=None, title=None, input_schema=None,
              output_schema=None, annotations=None, disconnect_policy=None, retry_ms=None, meta=None,
-             permissions=None, allow=None, task_support="forbidden"):
+             permissions=None, allow=None, task_support="forbidden", icons=None):
         """Declare a tool. `disconnect_policy` and `retry_ms` override the settings for its streams;
         `permissions` (Django permission names) and `allow(user)` hide it from other users;
         `task_support` ("forbidden", "optional", "required") whether a call may run as a task."""
@@ -345,33 +374,33 @@ class Registry:
             self.tools[tool_name] = Tool(
                 tool_name, fn, sig, _description(fn, description), title, input_schema,
                 output.schema if output else None, annotations, disconnect_policy, retry_ms, meta, _perms(permissions),
-                allow, task_support, output,
+                allow, task_support, output, checked_icons(icons),
             )
             return fn
 
         return register(fn) if fn is not None else register
 
     def resource(self, uri: str, *, name=None, description=None, title=None, mime_type=None, completions=None,
-                 permissions=None, allow=None):
+                 permissions=None, allow=None, icons=None):
         """Declare a resource; a URI with `{var}` placeholders declares a template."""
 
         def register(fn):
             self.resources[uri] = Resource(
                 uri, fn, Signature.of(fn, name or fn.__name__), name or fn.__name__,
                 _description(fn, description), title, mime_type, completions or {}, _template_pattern(uri),
-                _perms(permissions), allow,
+                _perms(permissions), allow, checked_icons(icons),
             )
             return fn
 
         return register
 
     def prompt(self, fn=None, *, name=None, description=None, title=None, completions=None, permissions=None,
-               allow=None):
+               allow=None, icons=None):
         def register(fn):
             prompt_name = name or fn.__name__
             self.prompts[prompt_name] = Prompt(
                 prompt_name, fn, Signature.of(fn, prompt_name), _description(fn, description), title,
-                completions or {}, _perms(permissions), allow,
+                completions or {}, _perms(permissions), allow, checked_icons(icons),
             )
             return fn
 

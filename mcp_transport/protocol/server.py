@@ -8,7 +8,7 @@ from django.core.exceptions import ImproperlyConfigured
 from ..conf import mcp_settings
 from .dispatch import Dispatcher
 from .modern import ModernDispatcher
-from .registry import Registry
+from .registry import Registry, checked_icons
 
 servers: dict[str, "MCPServer"] = {}
 
@@ -37,7 +37,8 @@ def _notifier_or_fail() -> Notifier:
 
 class MCPServer(Registry):
     def __init__(self, name: str = "default", *, version: str = "0.1.0", title: str | None = None,
-                 instructions: str | None = None):
+                 instructions: str | None = None, description: str | None = None, website_url: str | None = None,
+                 icons: list | None = None):
         super().__init__()
         if name in servers:
             raise ImproperlyConfigured(f"An MCP server named {name!r} already exists")
@@ -45,6 +46,9 @@ class MCPServer(Registry):
         self.version = version
         self.title = title
         self._instructions = instructions
+        self.description = description
+        self.website_url = website_url
+        self.icons = checked_icons(icons)
         self.dispatcher = Dispatcher(self)
         self.modern = ModernDispatcher(self, self.dispatcher)
         servers[name] = self
@@ -57,9 +61,12 @@ class MCPServer(Registry):
         return self._instructions if self._instructions is not None else mcp_settings.INSTRUCTIONS
 
     def info(self) -> dict:
+        """`serverInfo` (an Implementation): what clients show of this server."""
         info = {"name": self.name, "version": self.version}
-        if self.title:
-            info["title"] = self.title
+        for key, value in (("title", self.title), ("description", self.description),
+                           ("websiteUrl", self.website_url), ("icons", self.icons)):
+            if value:
+                info[key] = value
         return info
 
     async def notify_resource_updated(self, uri: str):
