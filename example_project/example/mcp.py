@@ -426,7 +426,8 @@ async def test_input_required_result_prompt(ctx: Context) -> list:
 
 # Tasks (the tasks extension's contract in the conformance suite; long tools anyone may call)
 
-@mcp.tool
+@mcp.tool(icons=[{"src": "data:image/png;base64," + base64.b64encode(PNG_1X1).decode(), "mimeType": "image/png",
+                  "sizes": ["1x1"]}])
 def greet(name: str) -> str:
     """Greet someone at once (never a task)."""
     return f"Hello, {name}!"
