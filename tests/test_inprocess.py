@@ -208,3 +208,58 @@ async def test_a_request_id_still_in_flight_cannot_be_reused():
     reused = await client.post({"jsonrpc": "2.0", "id": "same", "method": "tools/call",
                                 "params": {"name": "echo", "arguments": {"message": "after"}}})
     assert reused.result["content"][0]["text"] == "after"
+
+
+async def test_the_health_check_answers_for_the_database_and_the_channel_layer():
+    import json as jsonlib
+
+    from django.test import override_settings
+
+    client = MCPCommunicator(application, path="/mcp/health")
+    healthy = await client.send("GET")
+    report = jsonlib.loads(healthy.body)
+    assert healthy.status == 200 and report["ok"] is True
+    assert report["database"]["ok"] and report["channel_layer"]["detail"] == "in-memory (one process)"
+    broken = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer",
+                          "CONFIG": {"hosts": [{"address": "redis://127.0.0.1:1/0", "socket_timeout": 1}]}}}
+    with override_settings(CHANNEL_LAYERS=broken):
+        sick = await client.send("GET")
+    report = jsonlib.loads(sick.body)
+    assert sick.status == 503 and report["ok"] is False and report["database"]["ok"] is True
+    assert report["channel_layer"]["ok"] is False and report["channel_layer"]["error"]
+    assert (await client.send("POST", b"{}")).status == 405
+
+
+async def test_signals_for_sessions_and_tasks():
+    from mcp_transport import signals
+    from mcp_transport.testing import ModernCommunicator
+
+    seen = []
+
+    def record(signal_name):
+        def receiver(sender, **kwargs):
+            seen.append((signal_name, kwargs))
+        return receiver
+
+    receivers = {name: record(name) for name in ("session_created", "session_ended", "task_created",
+                                                 "task_finished")}
+    for name, receiver in receivers.items():
+        getattr(signals, name).connect(receiver)
+    try:
+        client = MCPCommunicator(application)
+        await client.initialize()
+        await client.delete()
+        tasks = ModernCommunicator(application, capabilities={"extensions": {"io.modelcontextprotocol/tasks": {}}})
+        created = (await tasks.call_tool("slow_compute", {"seconds": 0.6})).result
+        for _ in range(300):
+            if any(name == "task_finished" for name, _ in seen):
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        for name, receiver in receivers.items():
+            getattr(signals, name).disconnect(receiver)
+    names = [name for name, _ in seen]
+    assert names == ["session_created", "session_ended", "task_created", "task_finished"]
+    assert seen[0][1]["session_id"] == client.session_id and seen[0][1]["client_info"]["name"]
+    assert seen[2][1]["task_id"] == created["taskId"] and seen[2][1]["tool"] == "slow_compute"
+    assert seen[3][1]["status"] == "completed"

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import secrets
 
+from .. import signals
 from ..storage import store
 from .worker import worker
 
@@ -14,7 +15,12 @@ async def create(server_name: str, version: str, params: dict, user, principal: 
         session_id, server_name, version, params.get("clientInfo"), params.get("capabilities"),
         user.pk if getattr(user, "is_authenticated", False) else None, principal, limit,
     )
-    return session_id if created is not None else None
+    if created is None:
+        return None
+    if signals.session_created.receivers:
+        await signals.session_created.asend(sender=None, server=server_name, session_id=session_id,
+                                            principal=principal, client_info=params.get("clientInfo"))
+    return session_id
 
 
 async def load(session_id: str, server_name: str):
@@ -28,3 +34,5 @@ async def end(session):
     store.forget_session(session.id)
     worker.requests.cancel_session(session.id)
     worker.relay.session_ended(session.id)
+    if signals.session_ended.receivers:
+        await signals.session_ended.asend(sender=None, server=session.server, session_id=session.id)

@@ -21,6 +21,7 @@ import logging
 import uuid
 from datetime import datetime
 
+from .. import signals
 from ..conf import mcp_settings
 from ..models import Task
 from ..protocol import jsonrpc, tasks
@@ -105,6 +106,9 @@ class RunningTask:
         if self.runner == "process":
             self.tasks_here.running[row.pk] = self
         self.created.set_result(_fields(row))
+        if signals.task_created.receivers:
+            await signals.task_created.asend(sender=None, server=self.server.name, task_id=row.pk, tool=self.tool,
+                                             principal=self.principal)
 
     async def ask(self, requests: dict[str, dict]) -> dict[str, dict]:
         """Questions from the running task: they wait in its row until `tasks/update` (or, on a
@@ -193,6 +197,10 @@ class Tasks:
             self.running.pop(task_id, None)
             if running.session_id is not None:
                 await self.status_changed(task_id)
+            if signals.task_finished.receivers:
+                row = await store.aget_task_by_id(task_id)
+                await signals.task_finished.asend(sender=None, server=running.server.name, task_id=task_id,
+                                                  status=row.status if row else None)
 
     async def status_changed(self, task_id: str):
         """`notifications/tasks/status` on the session's GET stream (2025-11-25: optional, never relied on)."""

@@ -4,15 +4,17 @@ from __future__ import annotations
 import json
 
 from .. import auth
+from ..execution import health
 from ..conf import mcp_settings
 from .endpoint import MCPEndpoint
 
 
-def mcp_application(django_app, servers: dict | None = None, *, middleware=None):
+def mcp_application(django_app, servers: dict | None = None, *, middleware=None, health: str | None = "/mcp/health"):
     """Wrap Django's ASGI app.
 
     `servers` maps paths to servers (an MCPServer or its name); default `{"/mcp": "default"}`.
     `middleware` wraps each MCP endpoint, e.g. `channels.auth.AuthMiddlewareStack`.
+    `health`: the path of the readiness check (database and channel layer; 200 or 503), None for none.
     """
     routes = {}
     metadata = {}
@@ -25,8 +27,12 @@ def mcp_application(django_app, servers: dict | None = None, *, middleware=None)
         routes[path + "/"] = app
         metadata[auth.metadata_path(path)] = path
 
+    health_path = "/" + health.strip("/") if health else None
+
     async def application(scope, receive, send):
         if scope["type"] == "http":
+            if scope["path"] == health_path:
+                return await _health(scope, send)
             app = routes.get(scope["path"])
             if app is not None:
                 return await app(scope, receive, send)
@@ -38,6 +44,19 @@ def mcp_application(django_app, servers: dict | None = None, *, middleware=None)
 
     application.mcp_routes = routes
     return application
+
+
+async def _health(scope, send):
+    """For load balancers and orchestrators: 200 when this worker's database and channel layer
+    answer, else 503; the JSON says which part failed and how long each took."""
+    report = await health.check() if scope.get("method", "GET") in ("GET", "HEAD") else None
+    if report is None:
+        await send({"type": "http.response.start", "status": 405, "headers": [(b"allow", b"GET, HEAD")]})
+        await send({"type": "http.response.body", "body": b""})
+        return
+    await send({"type": "http.response.start", "status": 200 if report["ok"] else 503, "headers": [
+        (b"content-type", b"application/json"), (b"cache-control", b"no-store")]})
+    await send({"type": "http.response.body", "body": json.dumps(report).encode()})
 
 
 async def _resource_metadata(scope, send, mcp_path):
