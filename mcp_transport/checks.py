@@ -1,11 +1,16 @@
-"""System checks on MCP_TRANSPORT. Ids are stable; the README lists them."""
+"""System checks on MCP_TRANSPORT, the tools and the project's wiring. Ids are stable; the README
+lists them."""
+import difflib
+import types
 from numbers import Real
 
 from django.core import checks
+from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
 from . import policies
 from .conf import DEFAULTS, SETTING_NAME, get_config
+from .storage.orm import TOUCH_EVERY
 
 
 def _positive_number(value, allow_none=False):
@@ -23,23 +28,22 @@ def check_settings(app_configs=None, **kwargs):
     if not isinstance(user, dict):
         return [checks.Error(f"{SETTING_NAME} must be a dict.", id="mcp_transport.E001")]
     config = get_config()
-    for key in sorted(set(user) - set(DEFAULTS)):
-        errors.append(checks.Warning(f"{SETTING_NAME}[{key!r}] is not a known setting.", id="mcp_transport.W001"))
+    for key in sorted(set(user) - set(DEFAULTS), key=str):
+        close = difflib.get_close_matches(str(key).upper(), DEFAULTS, n=1)
+        errors.append(checks.Warning(f"{SETTING_NAME}[{key!r}] is not a known setting.",
+                                     hint=f"Did you mean {close[0]!r}?" if close else None, id="mcp_transport.W001"))
 
-    try:
-        policies.resolve_retry(config["RETRY_MS"])
-        if isinstance(config["RETRY_MS"], int) and config["RETRY_MS"] < 0:
-            raise ValueError("negative")
-    except Exception as exc:
+    problem = retry_problem(config["RETRY_MS"])
+    if problem:
         errors.append(checks.Error(
-            f"RETRY_MS must be a non-negative int or a dotted path to a RetryPolicy ({exc}).",
-            id="mcp_transport.E002"))
-    try:
-        policies.resolve_disconnect(config["DISCONNECT_POLICY"])
-    except Exception as exc:
+            f"RETRY_MS must be a non-negative int (milliseconds) or a dotted path to a RetryPolicy: {problem}.",
+            hint=_retry_hint(config["RETRY_MS"]), id="mcp_transport.E002"))
+    problem = disconnect_problem(config["DISCONNECT_POLICY"])
+    if problem:
         errors.append(checks.Error(
             "DISCONNECT_POLICY must be never, after_priming, after_seconds, idle or a dotted path "
-            f"to a DisconnectPolicy ({exc}).", id="mcp_transport.E003"))
+            f"to a DisconnectPolicy: {problem}.", hint=_disconnect_hint(config["DISCONNECT_POLICY"]),
+            id="mcp_transport.E003"))
     for key, eid in (("DISCONNECT_AFTER_SECONDS", "E004"), ("KEEPALIVE_SECONDS", "E005"),
                      ("SESSION_IDLE_TIMEOUT", "E006"), ("EVENT_RETENTION_SECONDS", "E007"),
                      ("MAX_REQUEST_BYTES", "E008"), ("WAKEUP_SWEEP_SECONDS", "E012"),
@@ -61,6 +65,12 @@ def check_settings(app_configs=None, **kwargs):
             and config["KEEPALIVE_SECONDS"] >= config["SESSION_IDLE_TIMEOUT"]):
         errors.append(checks.Warning("KEEPALIVE_SECONDS should be well below SESSION_IDLE_TIMEOUT.",
                                      id="mcp_transport.W003"))
+    touch = TOUCH_EVERY.total_seconds()
+    if _positive_number(config["SESSION_IDLE_TIMEOUT"]) and config["SESSION_IDLE_TIMEOUT"] <= touch:
+        errors.append(checks.Warning(
+            f"SESSION_IDLE_TIMEOUT ({config['SESSION_IDLE_TIMEOUT']} s) is not above the {touch:g} s between "
+            "writes of a session's last_seen: sessions in use would expire.",
+            hint=f"Set it above {touch:g} s.", id="mcp_transport.W009"))
     for key in ("MAX_SESSIONS_PER_PRINCIPAL", "MAX_STREAMS_PER_SESSION", "MAX_EVENTS_PER_STREAM",
                 "MAX_BYTES_PER_STREAM", "MAX_EARLY_RECONNECTS", "MAX_REQUESTS_PER_PRINCIPAL"):
         value = config[key]
@@ -79,19 +89,69 @@ def check_settings(app_configs=None, **kwargs):
                 errors.append(checks.Error(f"AUTH_BACKENDS: cannot use {path!r} ({exc}).", id="mcp_transport.E015"))
         if config["REQUIRE_AUTH"] and not backends:
             errors.append(checks.Error("REQUIRE_AUTH needs at least one of AUTH_BACKENDS.", id="mcp_transport.E016"))
+    if not isinstance(config["REQUIRE_AUTH"], bool):
+        errors.append(checks.Error(f"REQUIRE_AUTH must be a bool, not {config['REQUIRE_AUTH']!r}.",
+                                   id="mcp_transport.E029"))
     for key in ("AUTHORIZATION_SERVERS", "SCOPES_SUPPORTED"):
         value = config[key]
         if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) for v in value):
             errors.append(checks.Error(f"{key} must be a list of strings.", id="mcp_transport.E017"))
-    apps = list(settings.INSTALLED_APPS)
-    if "daphne" in apps and "django.contrib.staticfiles" in apps and (
-        apps.index("daphne") > apps.index("django.contrib.staticfiles")
-    ):
-        errors.append(checks.Warning("Put 'daphne' before django.contrib.staticfiles in INSTALLED_APPS so that "
-                                     "runserver serves MCP with daphne.", id="mcp_transport.W004"))
     errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
     errors += _check_modern(config)
     return errors
+
+
+def retry_problem(value) -> str | None:
+    """What is wrong with a RETRY_MS (or a tool's retry_ms) value, or None."""
+    if isinstance(value, bool) or not isinstance(value, (int, str, type, policies.RetryPolicy)):
+        return f"{value!r} is neither"
+    if isinstance(value, int) and value < 0:
+        return f"{value} is negative"
+    try:
+        policies.resolve_retry(value)
+    except Exception as exc:
+        return f"{value!r}: {exc}"
+    return None
+
+
+def _retry_hint(value):
+    if isinstance(value, float) and value >= 0:
+        return f"RETRY_MS counts milliseconds, in an int: {round(value * 1000)} for {value:g} s."
+    return None
+
+
+def disconnect_problem(value) -> str | None:
+    """What is wrong with a DISCONNECT_POLICY (or a tool's disconnect_policy) value, or None."""
+    if not isinstance(value, (str, type, policies.DisconnectPolicy)):
+        return f"{value!r} is neither"
+    try:
+        policies.resolve_disconnect(value)
+    except Exception as exc:
+        return f"{value!r}: {exc}"
+    return None
+
+
+def _disconnect_hint(value):
+    close = difflib.get_close_matches(value, policies.BUILTIN_DISCONNECT, n=1) if isinstance(value, str) else []
+    return f"Did you mean {close[0]!r}?" if close else None
+
+
+class InvalidSettings(ImproperlyConfigured):
+    """The errors of the checks below, where no system checks run: an ASGI server loading asgi.py."""
+
+
+def refuse_invalid_settings():
+    """Raise InvalidSettings when the checks of the settings and the tools find errors (silenced ones
+    aside): plain daphne or uvicorn then fails at startup, as runserver does, and not at the first call
+    that needs the setting."""
+    from django.conf import settings
+
+    silenced = set(settings.SILENCED_SYSTEM_CHECKS)
+    errors = [e for e in check_settings() + check_tools() if e.is_serious() and e.id not in silenced]
+    if errors:
+        raise InvalidSettings("System check errors in the MCP transport's settings or tools "
+                              "(python manage.py check lists them):\n"
+                              + "\n".join(f"{e.id}: {e.msg}" + (f" {e.hint}" if e.hint else "") for e in errors))
 
 
 def _check_modern(config: dict) -> list:
@@ -108,7 +168,7 @@ def _check_modern(config: dict) -> list:
     priming_grace = config["AFTER_PRIMING_GRACE_SECONDS"]
     if not isinstance(priming_grace, Real) or isinstance(priming_grace, bool) or priming_grace < 0:
         errors.append(checks.Error("AFTER_PRIMING_GRACE_SECONDS must be a number of seconds, 0 or more.",
-                                   id="mcp_transport.E029"))
+                                   id="mcp_transport.E032"))
     grace = config["TASK_GRACE_SECONDS"]
     if not isinstance(grace, Real) or isinstance(grace, bool) or grace < 0:
         errors.append(checks.Error("TASK_GRACE_SECONDS must be a number of seconds, 0 or more.",
@@ -158,7 +218,27 @@ def check_tools(app_configs=None, **kwargs):
             for problem in header_param_problems(tool):
                 errors.append(checks.Error(f"Tool {tool.name!r} of server {server.name!r}: {problem}",
                                            obj=tool.fn, id="mcp_transport.E023"))
+            for problem in policy_problems(tool):
+                errors.append(checks.Error(f"Tool {tool.name!r} of server {server.name!r}: {problem}",
+                                           obj=tool.fn, id="mcp_transport.E031"))
     return errors
+
+
+def policy_problems(tool) -> list[str]:
+    """A tool's own disconnect_policy and retry_ms are resolved at its first call: check them now."""
+    problems = []
+    if tool.disconnect_policy is not None:
+        problem = disconnect_problem(tool.disconnect_policy)
+        if problem:
+            hint = _disconnect_hint(tool.disconnect_policy)
+            problems.append(f"disconnect_policy must be never, after_priming, after_seconds, idle or a dotted path "
+                            f"to a DisconnectPolicy: {problem}." + (f" {hint}" if hint else ""))
+    if tool.retry_ms is not None:
+        problem = retry_problem(tool.retry_ms)
+        if problem:
+            problems.append(f"retry_ms must be a non-negative int (milliseconds) or a dotted path to a "
+                            f"RetryPolicy: {problem}.")
+    return problems
 
 
 _TCHAR = set("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -186,6 +266,87 @@ def header_param_problems(tool) -> list[str]:
             problems.append(f"x-mcp-header {name!r} is on {where}, of type {prop.get('type', types)}: only "
                             "string, integer and boolean arguments may be mirrored as headers.")
     return problems
+
+
+@checks.register("mcp_transport")
+def check_deployment(app_configs=None, **kwargs):
+    """What runserver needs to serve MCP: daphne's runserver (a WSGI runserver answers 404 at /mcp) and an
+    ASGI_APPLICATION that routes through mcp_application."""
+    from django.conf import settings
+
+    apps = list(settings.INSTALLED_APPS)
+    errors = daphne_problems(apps)
+    if "daphne" in apps:
+        errors += asgi_application_problems(getattr(settings, "ASGI_APPLICATION", None))
+    return errors
+
+
+def daphne_problems(apps: list) -> list:
+    if "daphne" not in apps:
+        return [checks.Warning(
+            "'daphne' is not in INSTALLED_APPS: runserver serves WSGI, and /mcp is a 404.",
+            hint="Put 'daphne' first in INSTALLED_APPS (uvicorn or daphne run directly need not).",
+            id="mcp_transport.W006")]
+    if "django.contrib.staticfiles" in apps and apps.index("daphne") > apps.index("django.contrib.staticfiles"):
+        return [checks.Warning("Put 'daphne' before django.contrib.staticfiles in INSTALLED_APPS so that "
+                               "runserver serves MCP with daphne.", id="mcp_transport.W004")]
+    return []
+
+
+def asgi_application_problems(path) -> list:
+    if not path:
+        return [checks.Warning(
+            "ASGI_APPLICATION is not set: runserver has no application to serve MCP with.",
+            hint='ASGI_APPLICATION = "myproject.asgi.application", its asgi.py wrapping Django\'s application '
+                 "with mcp_transport.routing.mcp_application.", id="mcp_transport.W007")]
+    try:
+        application = import_string(path)
+    except InvalidSettings:
+        return []  # the checks of the settings report it
+    except Exception as exc:
+        return [checks.Error(f"ASGI_APPLICATION {path!r} cannot be imported ({type(exc).__name__}: {exc}).",
+                             id="mcp_transport.E030")]
+    if not routes_mcp(application):
+        return [checks.Warning(
+            f"ASGI_APPLICATION {path!r} does not route through mcp_application: /mcp is a 404.",
+            hint="In asgi.py: application = mcp_application(get_asgi_application()), "
+                 "from mcp_transport.routing.", id="mcp_transport.W008")]
+    return []
+
+
+def routes_mcp(app, depth: int = 6, seen: set | None = None) -> bool:
+    """Whether `app` is one that mcp_application made (it carries `mcp_routes`) or wraps one: through
+    instance attributes, closures, the globals a function uses, and the dicts, lists and tuples among
+    them (a ProtocolTypeRouter, a middleware, an application function of one's own)."""
+    seen = set() if seen is None else seen
+    if depth < 0 or id(app) in seen or isinstance(app, (str, bytes, int, float, types.ModuleType, type)):
+        return False
+    seen.add(id(app))
+    if isinstance(app, dict):
+        inner = list(app.values())
+    elif isinstance(app, (list, tuple, set, frozenset)):
+        inner = list(app)
+    elif isinstance(app, types.MethodType):
+        inner = [app.__func__, app.__self__]
+    else:
+        attributes = getattr(app, "__dict__", None)
+        if not isinstance(attributes, dict):
+            return False
+        if "mcp_routes" in attributes:
+            return True
+        inner = list(attributes.values())
+        if isinstance(app, types.FunctionType):
+            inner += [cell.cell_contents for cell in app.__closure__ or () if _filled(cell)]
+            inner += [app.__globals__[name] for name in app.__code__.co_names if name in app.__globals__]
+    return any(routes_mcp(item, depth - 1, seen) for item in inner)
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 def _check_redis_layer(layers: dict) -> list:

@@ -18,8 +18,8 @@ lost channel-layer message only delays it until the worker's sweep:
   it to stop the work; the client's next `tasks/get` says cancelled.
 - `prune`: `storage.store.prune()`, the code of `manage.py mcp_prune`.
 
-These run synchronously (`async_to_sync` around the layer), in a view or a shell. Each asks for
-the channel layer before it changes anything: without one (`NoChannelLayer`) nothing is done.
+These run synchronously (`async_to_sync` around the layer), in a view or a shell. Without
+CHANNEL_LAYERS they reach the workers of this process only (`wakeups.relay.channel_layer`).
 """
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ from .execution import errors
 from .models import Cutoffs, ModernRequest, Session, Stream, Task
 from .storage import store
 from .wakeups import messages
-from .wakeups.relay import ALL_WORKERS, NoChannelLayer, Sender  # noqa: F401  (NoChannelLayer: raised here)
+from .wakeups.relay import ALL_WORKERS, Sender
 
 ORIGIN = "admin"
 OPERATOR = "operator"
@@ -47,7 +47,7 @@ class Outcome:
 
 
 def sender() -> Sender:
-    """The relay, for this process; raises NoChannelLayer when there is no channel layer."""
+    """The relay, for this process."""
     return Sender(ORIGIN)
 
 

@@ -8,7 +8,8 @@
         response = await client.call_tool("echo", {"message": "hi"})
         assert response.result["content"][0]["text"] == "hi"
 
-Needs database access that other threads can see (pytest-django: `transactional_db`).
+Needs database access that other threads can see (pytest-django: `transactional_db`; Django:
+`TransactionTestCase`). With pytest-django, `mcp_transport.pytest_plugin` gives them as fixtures.
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import json
 from dataclasses import dataclass, field
 
 from asgiref.testing import ApplicationCommunicator
+from django.conf import settings
+from django.http.request import validate_host
 
 from .protocol.modern import NAMED
 
@@ -83,10 +86,18 @@ def parse_events(text: str) -> list[Event]:
     return events
 
 
+def default_host() -> str:
+    """`localhost` where the project allows it (Django's rule: with DEBUG and no ALLOWED_HOSTS too); else
+    `testserver`, which Django's test runners and pytest-django add to ALLOWED_HOSTS (a new project
+    under them allows nothing else)."""
+    allowed = settings.ALLOWED_HOSTS or ([".localhost", "127.0.0.1", "[::1]"] if settings.DEBUG else [])
+    return "localhost" if validate_host("localhost", allowed) else "testserver"
+
+
 class MCPCommunicator:
     """An in-process MCP client over an ASGI application (no server, no sockets)."""
 
-    def __init__(self, application, path: str = "/mcp", host: str = "localhost", version: str = VERSION):
+    def __init__(self, application, path: str = "/mcp", host: str | None = None, version: str = VERSION):
         self.application = application
         self.path = path
         self.host = host
@@ -100,7 +111,7 @@ class MCPCommunicator:
 
     def _headers(self, method: str, extra: dict | None) -> list:
         accept = "application/json, text/event-stream" if method == "POST" else "text/event-stream"
-        headers = {"host": self.host, "accept": accept}
+        headers = {"host": self.host or default_host(), "accept": accept}
         if method == "POST":
             headers["content-type"] = "application/json"
         if self.session_id:
@@ -204,7 +215,7 @@ class ModernCommunicator(MCPCommunicator):
             response = await client.retry(response, {"elicitation-1": {"action": "accept", "content": {}}})
     """
 
-    def __init__(self, application, path: str = "/mcp", host: str = "localhost", *,
+    def __init__(self, application, path: str = "/mcp", host: str | None = None, *,
                  capabilities: dict | None = None, log_level: str | None = None,
                  client_info: dict | None = None):
         super().__init__(application, path, host, MODERN_VERSION)

@@ -1,8 +1,8 @@
 import pytest
 
-from mcp_transport.storage.executor import executor
-
 from .live import DaphneServer, MCPClient
+
+pytest_plugins = ["mcp_transport.pytest_plugin"]
 
 
 @pytest.fixture(scope="session")
@@ -35,11 +35,6 @@ def client(example_server):
 
 
 @pytest.fixture(scope="session", autouse=True)
-def _close_database_thread(django_db_setup, django_db_blocker):
-    """The store's database thread keeps a connection; close it before the test database goes."""
-    yield
-    executor.close()
-    from asgiref.sync import SyncToAsync
-    from django.db import connections
-
-    SyncToAsync.single_thread_executor.submit(connections.close_all).result()
+def _close_database_thread(mcp_database_thread):
+    """The store's database thread keeps a connection; the plugin's fixture closes it before the test
+    database goes."""

@@ -444,13 +444,6 @@ def test_prune_is_the_prune_command(admin_client):
     assert not Event.objects.filter(stream_id=expired_stream.pk).exists()
 
 
-def test_operations_without_a_channel_layer(settings):
-    settings.CHANNEL_LAYERS = {}
-    stream = make_stream(make_session(), connected="w1")
-    with pytest.raises(operations.NoChannelLayer):
-        operations.close_connection(stream)
-
-
 # Permissions
 
 
@@ -659,6 +652,47 @@ async def test_operator_cancel_ends_a_streamed_request_with_an_error():
     stream_id = int(response.events[-1].id.split("-")[0])
     status = await sync_to_async(lambda: Stream.objects.get(pk=stream_id).status)()
     assert status == Stream.Status.CANCELLED
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_without_channel_layers_an_operators_cancel_reaches_this_process(settings):
+    """The README's steps configure no CHANNEL_LAYERS: the operations of an admin served by the process
+    that runs the request still reach it, through that process's own in-memory layer."""
+    from example_project.asgi import application
+    from mcp_transport.execution.worker import worker
+    from mcp_transport.testing import MCPCommunicator
+
+    client = MCPCommunicator(application)
+    await client.initialize()
+    request_id = client._id + 1
+    task = asyncio.ensure_future(client.request(
+        "tools/call", {"name": "progress", "arguments": {"count": 400, "delay": 0.02}, "_meta": {"progressToken": 1}},
+        timeout=30))
+    streams = Stream.objects.filter(session_id=client.session_id, kind=Stream.Kind.REQUEST)
+    for _ in range(1000):  # under way: its stream stored, progress in it
+        if task.done() or await sync_to_async(streams.filter(last_seq__gte=2).exists)():
+            break
+        await asyncio.sleep(0.01)
+    assert not task.done(), "the request ended before the operator could cancel it"
+
+    settings.CHANNEL_LAYERS = {}
+    assert get_channel_layer() is None and relay.channel_layer() is relay.channel_layer()
+    this_process = relay.Relay(worker.id, worker.bus)  # the worker's relay, as it starts without a layer
+    this_process.handlers = dict(worker.relay.handlers)
+    await this_process.start()
+    try:
+        assert this_process.layer is relay.channel_layer() and not this_process.remote
+        stream = await sync_to_async(streams.get)()
+        outcome = await sync_to_async(operations.cancel_request)(stream)
+        assert outcome.done, outcome.message
+        response = await asyncio.wait_for(task, 10)
+        assert response.events[-1].message["error"]["code"] == -32800
+    finally:
+        worker.requests.cancel(client.session_id, request_id)
+        for loop_task in list(this_process._tasks):
+            loop_task.cancel()
+        for group in (relay.ALL_WORKERS, relay.worker_group(worker.id)):
+            await this_process.layer.group_discard(group, this_process.channel)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -52,6 +52,30 @@ async def test_resume_after_disconnect_replays_the_rest():
     assert log == [(None, "client"), (int(last_id.split("-")[1]), "completed")]
 
 
+async def test_the_pytest_plugins_clients(mcp_client, modern_mcp_client):
+    """`pytest_plugins = ["mcp_transport.pytest_plugin"]`: clients of ASGI_APPLICATION, one per revision."""
+    await mcp_client.initialize()
+    echo = await mcp_client.call_tool("echo", {"message": "hi"})
+    assert echo.result == {"content": [{"type": "text", "text": "hi"}]}
+    assert "2026-07-28" in (await modern_mcp_client.discover())["supportedVersions"]
+    echo = await modern_mcp_client.call_tool("echo", {"message": "hi"})
+    assert echo.result["content"] == [{"type": "text", "text": "hi"}]
+
+
+async def test_the_communicator_sends_a_host_the_project_allows(settings):
+    """Django's test runners (manage.py test, pytest-django) turn DEBUG off and add `testserver` to
+    ALLOWED_HOSTS, a new project's only allowed host then; outside them DEBUG allows localhost."""
+    settings.DEBUG, settings.ALLOWED_HOSTS = False, ["testserver"]
+    await MCPCommunicator(application).initialize()
+    settings.DEBUG, settings.ALLOWED_HOSTS = True, []
+    await MCPCommunicator(application).initialize()
+    settings.ALLOWED_HOSTS = ["api.example", "testserver"]
+    await MCPCommunicator(application).initialize()
+    client = MCPCommunicator(application, host="elsewhere.example")
+    with pytest.raises(AssertionError, match="403"):
+        await client.initialize()
+
+
 def test_parse_events_handles_multiline_and_comments():
     events = parse_events(": ping\n\nid: 1-0\nretry: 5\ndata: \n\nid: 1-1\ndata: a\ndata: b\n\n")
     assert [(e.id, e.data, e.retry) for e in events] == [("1-0", "", 5), ("1-1", "a\nb", None)]

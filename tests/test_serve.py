@@ -150,3 +150,17 @@ def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launch
     assert long.messages[-1]["error"]["data"]["reason"] == "worker_shutdown", long.messages[-1]
     assert polling.closed_by_server and polling.retry == 200
     assert not any("result" in m or "error" in m for m in polling.messages)
+
+
+@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+def test_a_misspelled_policy_stops_the_server_at_startup(launcher):
+    """No system checks run under daphne: mcp_application checks the settings when asgi.py loads, so a
+    misspelled policy stops the server with the check's message instead of failing the first call."""
+    server = DaphneServer({"DISCONNECT_POLICY": "after_primng"}, launcher=launcher)
+    try:
+        with pytest.raises(RuntimeError, match="daphne exited") as exited:
+            server.start()
+    finally:
+        server.stop()
+    assert "InvalidSettings" in str(exited.value)
+    assert "mcp_transport.E003" in str(exited.value) and "Did you mean 'after_priming'?" in str(exited.value)

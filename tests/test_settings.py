@@ -2,8 +2,12 @@
 from django.core import checks
 from django.test import override_settings
 
+import pytest
+
 from mcp_transport import policies
-from mcp_transport.checks import check_settings
+from mcp_transport.checks import (
+    InvalidSettings, asgi_application_problems, check_deployment, check_settings, check_tools, daphne_problems,
+)
 from mcp_transport.conf import mcp_settings
 
 
@@ -119,6 +123,8 @@ def test_bad_modern_era_settings_get_stable_ids():
         assert ids(check_settings()) == ["mcp_transport.E024", "mcp_transport.E025", "mcp_transport.E026"]
     with override_settings(MCP_TRANSPORT={"TASK_GRACE_SECONDS": 0, "TASK_TTL_SECONDS": None}):
         assert check_settings() == []
+    with override_settings(MCP_TRANSPORT={"AFTER_PRIMING_GRACE_SECONDS": -1}):
+        assert ids(check_settings()) == ["mcp_transport.E032"]
     with override_settings(MCP_TRANSPORT={"TASK_RUNNER": "celery"}):
         assert ids(check_settings()) == ["mcp_transport.E027"]
     with override_settings(MCP_TRANSPORT={"TASK_RUNNER": "django_tasks", "TASK_BACKEND": "nowhere"}):
@@ -150,3 +156,102 @@ def test_header_params_clients_would_reject_are_check_errors():
         assert ids(check_tools()) == ["mcp_transport.E023"] * 3
     finally:
         del servers.servers["header-checks"]
+
+
+def test_a_float_retry_is_an_error_that_says_so():
+    """RETRY_MS counts milliseconds: 1.5 is E002 with a hint, not an error from deep in the import machinery."""
+    with override_settings(MCP_TRANSPORT={"RETRY_MS": 1.5}):
+        [error] = check_settings()
+    assert error.id == "mcp_transport.E002" and "1.5 is neither" in error.msg and "rsplit" not in error.msg
+    assert error.hint == "RETRY_MS counts milliseconds, in an int: 1500 for 1.5 s."
+    for value in (True, None, [1000], {"ms": 1}):
+        with override_settings(MCP_TRANSPORT={"RETRY_MS": value}):
+            assert ids(check_settings()) == ["mcp_transport.E002"], value
+
+
+def test_booleans_must_be_bools():
+    with override_settings(MCP_TRANSPORT={"REQUIRE_AUTH": "yes", "AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]}):
+        assert ids(check_settings()) == ["mcp_transport.E029"]
+    with override_settings(MCP_TRANSPORT={"REQUIRE_AUTH": True, "AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]}):
+        assert check_settings() == []
+
+
+def test_misspellings_get_a_did_you_mean():
+    with override_settings(MCP_TRANSPORT={"RETRY_M": 500, "disconnect_policy": "never", "ZZZ": 1}):
+        hints = {e.msg: e.hint for e in check_settings()}
+    assert hints == {
+        "MCP_TRANSPORT['RETRY_M'] is not a known setting.": "Did you mean 'RETRY_MS'?",
+        "MCP_TRANSPORT['ZZZ'] is not a known setting.": None,
+        "MCP_TRANSPORT['disconnect_policy'] is not a known setting.": "Did you mean 'DISCONNECT_POLICY'?",
+    }
+    with override_settings(MCP_TRANSPORT={"DISCONNECT_POLICY": "afterpriming"}):
+        [error] = check_settings()
+    assert error.id == "mcp_transport.E003" and error.hint == "Did you mean 'after_priming'?"
+
+
+def test_a_session_timeout_below_the_last_seen_interval_is_flagged():
+    """last_seen is written at most every 30 s (storage.orm.TOUCH_EVERY): a shorter idle timeout expires
+    sessions that are in use."""
+    with override_settings(MCP_TRANSPORT={"SESSION_IDLE_TIMEOUT": 30, "KEEPALIVE_SECONDS": 5}):
+        assert ids(check_settings()) == ["mcp_transport.W009"]
+    with override_settings(MCP_TRANSPORT={"SESSION_IDLE_TIMEOUT": 31, "KEEPALIVE_SECONDS": 5}):
+        assert check_settings() == []
+
+
+def test_a_tools_own_policy_is_checked():
+    from mcp_transport import MCPServer
+    from mcp_transport.protocol import server as servers
+
+    other = MCPServer("policy-checks")
+    try:
+        @other.tool(disconnect_policy="afterpriming", retry_ms=2.5)
+        def misspelled() -> str:
+            """A policy that would fail its first call."""
+
+        @other.tool(disconnect_policy="idle", retry_ms="mcp_transport.policies.ExponentialRetry")
+        def fine() -> str:
+            """Both valid."""
+
+        errors = check_tools()
+        assert ids(errors) == ["mcp_transport.E031"] * 2
+        assert "Did you mean 'after_priming'?" in errors[0].msg and "retry_ms" in errors[1].msg
+    finally:
+        del servers.servers["policy-checks"]
+
+
+def test_bad_settings_stop_mcp_application_at_startup():
+    """Plain daphne and uvicorn run no system checks: mcp_application (what asgi.py calls when the server
+    loads it) refuses a misspelled policy, instead of a 500 at the first tool call."""
+    from django.core.asgi import get_asgi_application
+
+    from mcp_transport.routing import mcp_application
+
+    django_app = get_asgi_application()
+    with override_settings(MCP_TRANSPORT={"DISCONNECT_POLICY": "after_primng"}):
+        with pytest.raises(InvalidSettings, match=r"mcp_transport.E003: .*'after_primng'.* Did you mean 'after_priming'"):
+            mcp_application(django_app)
+    with override_settings(MCP_TRANSPORT={"DISCONNECT_POLICY": "after_primng"},
+                           SILENCED_SYSTEM_CHECKS=["mcp_transport.E003"]):
+        assert mcp_application(django_app).mcp_routes
+    with override_settings(MCP_TRANSPORT={"TYPO": 1}):  # warnings do not stop it
+        assert mcp_application(django_app).mcp_routes
+
+
+def test_runserver_needs_daphne_and_an_asgi_application_that_routes_mcp():
+    assert check_deployment() == []  # the example project
+    assert ids(daphne_problems(["django.contrib.admin", "channels", "mcp_transport"])) == ["mcp_transport.W006"]
+    assert ids(daphne_problems(["django.contrib.staticfiles", "daphne"])) == ["mcp_transport.W004"]
+    assert daphne_problems(["daphne", "django.contrib.staticfiles"]) == []
+    for name in ("routed", "in_a_router", "in_middleware", "in_a_function", "in_a_closure"):
+        assert asgi_application_problems(f"tests.asgi_variants.{name}") == [], name
+    assert ids(asgi_application_problems("tests.asgi_variants.django_only")) == ["mcp_transport.W008"]
+    assert ids(asgi_application_problems(None)) == ["mcp_transport.W007"]
+    assert ids(asgi_application_problems("tests.no_such_module.application")) == ["mcp_transport.E030"]
+    with override_settings(MCP_TRANSPORT={"DISCONNECT_POLICY": "sometimes"}):
+        # asgi.py refuses to load: the settings' own check (E003) says why, not a second error.
+        assert asgi_application_problems("tests.asgi_variants_fresh.application") == []
+
+
+def test_without_asgi_application_runserver_is_warned(settings):
+    del settings.ASGI_APPLICATION
+    assert ids(check_deployment()) == ["mcp_transport.W007"]

@@ -27,11 +27,7 @@ class OperationsMixin:
 
     def run_operation(self, request, objects, operation):
         for obj in objects:
-            try:
-                self.report(request, operation(obj), obj)
-            except operations.NoChannelLayer as exc:
-                self.message_user(request, str(exc), messages.ERROR)
-                return
+            self.report(request, operation(obj), obj)
 
     def confirm_page(self, request, *, title, question, objects, action=None, submit, danger=True):
         """An intermediate page: POSTs back with `confirm=yes` (to the action or to this URL)."""

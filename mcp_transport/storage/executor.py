@@ -147,6 +147,11 @@ class BatchExecutor:
         """Close this thread's database connections (tests dropping their database need it)."""
         self._thread.submit(connections.close_all).result()
 
+    def settle(self):
+        """Wait for the batch the database thread is running, if any: a test's event loop ends with
+        its last write still in the thread, which would hold the tables its database teardown flushes."""
+        self._thread.submit(int).result()
+
 
 def _run_alone(alias, fn, calls):
     """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;

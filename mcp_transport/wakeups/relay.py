@@ -7,7 +7,9 @@ sweep compares the streams this process holds with the table every few seconds a
 re-joins its groups: a lost wake-up delays an event, it never loses one.
 
 With the in-memory layer (one process) events need no wake-ups; control signals (from
-the admin, say) still go through it.
+the admin, say) still go through it. A project that configures no layer (CHANNEL_LAYERS) gets
+one in-memory layer for the process (`channel_layer`), so the admin served by the same process
+still reaches its connections.
 
 What a cancel or a client's answer means is not this module's business: the layer that runs
 requests registers a handler for each (`Relay.on`), and the relay calls it, whether the signal
@@ -55,6 +57,21 @@ def send_slots(layer) -> int:
     return max(1, min([MAX_CONCURRENT_SENDS, *(limit // 2 for limit in limits)]))
 
 
+_process_layer: list = []
+
+
+def channel_layer():
+    """The project's channel layer, or without one (no CHANNEL_LAYERS) an in-memory layer shared
+    by this process's relay and senders: the operations of an admin served by the process that
+    holds the connections work without configuration."""
+    layer = get_channel_layer()
+    if layer is not None:
+        return layer
+    if not _process_layer:
+        _process_layer.append(InMemoryChannelLayer())
+    return _process_layer[0]
+
+
 class Relay:
     """This process's link to the others, and the way events and closes reach its own connections
     (`publish`, `close_connections`, `stream_ended`: the bus here, a signal to the rest); one per
@@ -92,9 +109,7 @@ class Relay:
         self.handlers[kind] = handler
 
     async def _start(self):
-        layer = get_channel_layer()
-        if layer is None:
-            return
+        layer = channel_layer()
         self._slots = asyncio.Semaphore(send_slots(layer))
         self.layer = layer
         self.remote = not isinstance(layer, InMemoryChannelLayer)
@@ -330,10 +345,6 @@ def _stop_if_cancelled():
         raise asyncio.CancelledError
 
 
-class NoChannelLayer(RuntimeError):
-    pass
-
-
 class Sender:
     """The relay's API for a process that holds no connections and runs no requests (the admin's
     views, a shell): synchronous, each signal sent at once with `origin` set to who sends it.
@@ -346,9 +357,7 @@ class Sender:
 
     def __init__(self, origin: str, layer=None):
         self.origin = origin
-        self.layer = layer if layer is not None else get_channel_layer()
-        if self.layer is None:
-            raise NoChannelLayer("No channel layer is configured (CHANNEL_LAYERS): workers cannot be told")
+        self.layer = layer if layer is not None else channel_layer()
 
     def send(self, *signals: Signal):
         for signal in signals:
