@@ -4,7 +4,7 @@ from numbers import Real
 from django.core import checks
 from django.utils.module_loading import import_string
 
-from . import policies
+from . import metrics, policies
 from .conf import DEFAULTS, SETTING_NAME, get_config
 
 
@@ -91,7 +91,17 @@ def check_settings(app_configs=None, **kwargs):
                                      "runserver serves MCP with daphne.", id="mcp_transport.W004"))
     errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
     errors += _check_modern(config)
+    errors += _check_metrics(config, user)
     return errors
+
+
+def _check_metrics(config: dict, user: dict) -> list:
+    if not isinstance(config["METRICS"], bool):
+        return [checks.Error("METRICS must be a bool.", id="mcp_transport.E030")]
+    if user.get("METRICS") is True and not metrics.available():
+        return [checks.Warning("METRICS is True, but prometheus-client is not installed: nothing is counted.",
+                               hint="pip install 'django-mcp-transport[metrics]'", id="mcp_transport.W006")]
+    return []
 
 
 def _check_modern(config: dict) -> list:

@@ -1,5 +1,6 @@
 import pytest
 
+from mcp_transport import scrape
 from mcp_transport.storage.executor import executor
 
 from .live import DaphneServer, MCPClient
@@ -39,6 +40,7 @@ def _close_database_thread(django_db_setup, django_db_blocker):
     """The store's database thread keeps a connection; close it before the test database goes."""
     yield
     executor.close()
+    scrape.close()
     from asgiref.sync import SyncToAsync
     from django.db import connections
 
