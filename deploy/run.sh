@@ -60,8 +60,10 @@ with psycopg.connect(dbname="postgres", autocommit=True, **params) as conn:
 EOF
 "$PYTHON" manage.py migrate -v 0
 
-mkdir -p "$RUN_DIR/logs" "$RUN_DIR/tmp"
+mkdir -p "$RUN_DIR/logs" "$RUN_DIR/tmp" "$RUN_DIR/prometheus"
 chmod 755 "$RUN_DIR"  # nginx's worker processes (user nobody when started as root) use tmp/
+# prometheus-client's multiprocess mode: /mcp/metrics on any worker adds up all of them.
+export PROMETHEUS_MULTIPROC_DIR="$RUN_DIR/prometheus"
 upstreams=()
 for port in $WORKER_PORTS; do
     "$PYTHON" -m mcp_transport.serve --proxy-headers -b 127.0.0.1 -p "$port" example_project.asgi:application \
@@ -79,6 +81,7 @@ pids+=($!)
 log "nginx on 127.0.0.1:$LISTEN_PORT (pid $!, config $RUN_DIR/nginx.conf, logs $RUN_DIR/logs/)"
 log "MCP endpoint: http://127.0.0.1:$LISTEN_PORT/mcp"
 log "live state:   DJANGO_SETTINGS_MODULE=$DJANGO_SETTINGS_MODULE $PYTHON manage.py mcp_status"
+log "metrics:      http://127.0.0.1:$LISTEN_PORT/mcp/metrics (every worker's)"
 
 # Until one of them exits, or we are told to stop.
 wait -n "${pids[@]}" || true

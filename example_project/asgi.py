@@ -1,5 +1,8 @@
 """`daphne example_project.asgi:application`: /mcp goes to MCP, the rest (admin) to Django.
 
+/mcp/health is the readiness check, /mcp/metrics the Prometheus metrics (prometheus-client is in
+requirements.txt; a project would keep that path to its operators).
+
 An existing DJANGO_SETTINGS_MODULE wins, so another settings module can serve this project.
 With DEBUG on, static files (the admin's CSS) are served too, as `runserver` would.
 """
@@ -18,4 +21,4 @@ if settings.DEBUG:
 
 from mcp_transport.routing import mcp_application  # noqa: E402  (after Django is set up)
 
-application = mcp_application(django_app)
+application = mcp_application(django_app, metrics="/mcp/metrics")

@@ -8,7 +8,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from . import policies
+from . import metrics, policies
 from .conf import DEFAULTS, SETTING_NAME, get_config
 from .storage.orm import TOUCH_EVERY
 
@@ -98,6 +98,7 @@ def check_settings(app_configs=None, **kwargs):
             errors.append(checks.Error(f"{key} must be a list of strings.", id="mcp_transport.E017"))
     errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
     errors += _check_modern(config)
+    errors += _check_metrics(config, user)
     return errors
 
 
@@ -152,6 +153,15 @@ def refuse_invalid_settings():
         raise InvalidSettings("System check errors in the MCP transport's settings or tools "
                               "(python manage.py check lists them):\n"
                               + "\n".join(f"{e.id}: {e.msg}" + (f" {e.hint}" if e.hint else "") for e in errors))
+
+
+def _check_metrics(config: dict, user: dict) -> list:
+    if not isinstance(config["METRICS"], bool):
+        return [checks.Error("METRICS must be a bool.", id="mcp_transport.E033")]
+    if user.get("METRICS") is True and not metrics.available():
+        return [checks.Warning("METRICS is True, but prometheus-client is not installed: nothing is counted.",
+                               hint="pip install 'django-mcp-transport[metrics]'", id="mcp_transport.W010")]
+    return []
 
 
 def _check_modern(config: dict) -> list:

@@ -62,6 +62,8 @@ DEFAULTS = {
     # TASK_BACKEND names its backend, e.g. django_tasks_db's, whose db_worker runs the work).
     "TASK_RUNNER": "process",
     "TASK_BACKEND": "default",
+    # Prometheus metrics (mcp_transport.metrics), counted when prometheus-client is installed.
+    "METRICS": True,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

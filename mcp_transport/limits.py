@@ -5,6 +5,7 @@ import logging
 import math
 import time
 
+from . import metrics
 from .conf import mcp_settings
 from .protocol.jsonrpc import LIMIT_EXCEEDED, JSONRPCError
 
@@ -67,7 +68,9 @@ class ReconnectGuard:
         strikes += 1
         self._closed[stream_id] = (allowed_at, strikes)
         if strikes > mcp_settings.MAX_EARLY_RECONNECTS:
+            metrics.early_reconnects.labels("refused").inc()
             exc = hit("reconnected before the retry interval, too often", stream=stream_id, strikes=strikes)
             exc.retry_after = max(1, math.ceil(remaining))
             raise exc
+        metrics.early_reconnects.labels("tolerated").inc()
 

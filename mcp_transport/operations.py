@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from django.db.models import Q
 
+from . import metrics
 from .execution import errors
 from .models import Cutoffs, ModernRequest, Session, Stream, Task
 from .storage import store
@@ -112,6 +113,7 @@ def terminate_session(session: Session) -> Outcome:
     # Every worker forgets the session (its cache of live sessions, its GET stream, its waits).
     signals.append(messages.session_end(session.pk))
     to_workers.send(*signals)
+    metrics.sessions_ended.labels("operator").inc()
     return Outcome(True, f"Terminated session {session.pk} ({len(open_streams)} open stream(s) ended); "
                          "its client gets 404 and must initialize again.")
 

@@ -16,6 +16,7 @@ import pytest
 from django.conf import settings
 from django.utils.module_loading import import_string
 
+from . import scrape
 from .storage.executor import executor
 from .testing import MCPCommunicator, ModernCommunicator
 
@@ -32,6 +33,7 @@ def mcp_database_thread(django_db_setup, django_db_blocker):
     refuses to drop a database still in use)."""
     yield
     executor.close()
+    scrape.close()
     from asgiref.sync import SyncToAsync
     from django.db import connections
 

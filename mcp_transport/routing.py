@@ -3,14 +3,15 @@ from .checks import refuse_invalid_settings
 from .transport import routing
 
 
-def mcp_application(django_app, servers: dict | None = None, *, middleware=None):
+def mcp_application(django_app, servers: dict | None = None, **options):
     """Wrap Django's ASGI app: `servers` maps paths to servers (an MCPServer or its name), default
-    `{"/mcp": "default"}`; `middleware` wraps each MCP endpoint, e.g. `channels.auth.AuthMiddlewareStack`.
+    `{"/mcp": "default"}`; `options` as `transport.routing.mcp_application` takes them (`middleware`,
+    `health`, `metrics`).
 
     The settings and tools are checked first (InvalidSettings): an ASGI server runs no system checks,
     and a bad setting must stop it at startup, not fail the first call that reads it."""
     refuse_invalid_settings()
-    return routing.mcp_application(django_app, servers, middleware=middleware)
+    return routing.mcp_application(django_app, servers, **options)
 
 
 __all__ = ["mcp_application"]

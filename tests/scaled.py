@@ -15,9 +15,9 @@ PG = dict(host=os.environ.get("MCP_PG_HOST", "127.0.0.1"), port=os.environ.get("
 
 
 class Cluster:
-    def __init__(self, workers: int = 2, transport: dict | None = None):
+    def __init__(self, workers: int = 2, transport: dict | None = None, env: dict | None = None):
         self.name = f"mcp_scaled_{secrets.token_hex(4)}"
-        self.env = {"MCP_TEST_SCALED": "1", "MCP_PG_NAME": self.name, "MCP_REDIS_PREFIX": self.name}
+        self.env = {"MCP_TEST_SCALED": "1", "MCP_PG_NAME": self.name, "MCP_REDIS_PREFIX": self.name, **(env or {})}
         self.count = workers
         self.transport = transport
         self.workers: list[DaphneServer] = []

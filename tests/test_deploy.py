@@ -32,6 +32,7 @@ import httpx
 import psycopg
 import pytest
 from django.core import signing
+from prometheus_client.parser import text_string_to_metric_families
 
 from example_project.settings import MCP_TRANSPORT as EXAMPLE_TRANSPORT
 from mcp_transport.conf import DEFAULTS
@@ -1050,6 +1051,12 @@ def test_run_sh_serves_through_nginx_and_stops_cleanly():
         with open(os.path.join(run_dir, "logs", "access.log")) as f:
             upstreams = {line.split("upstream=")[1].split(" ")[0] for line in f if "upstream=" in line}
         assert {f"127.0.0.1:{p}" for p in ports} <= upstreams
+        # Both workers' calls, whichever worker nginx asks (run.sh sets PROMETHEUS_MULTIPROC_DIR).
+        scraped = httpx.get(f"http://127.0.0.1:{listen}/mcp/metrics", timeout=30)
+        assert scraped.status_code == 200, scraped.text
+        echoes = [sample.value for family in text_string_to_metric_families(scraped.text) for sample in family.samples
+                  if sample.name == "mcp_tool_calls_total" and sample.labels == {"tool": "echo", "outcome": "ok"}]
+        assert echoes == [4]
         status_env = {**env, "DJANGO_SETTINGS_MODULE": "example_project.settings_scaled"}
         status = json.loads(subprocess.run([sys.executable, "manage.py", "mcp_status", "--json"], cwd=ROOT,
                                            env=status_env, check=True, capture_output=True, text=True).stdout)

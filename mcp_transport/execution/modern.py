@@ -19,6 +19,7 @@ import time
 from collections import Counter
 from dataclasses import dataclass, field
 
+from .. import metrics
 from ..protocol import jsonrpc, modern, tasks
 from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
@@ -188,8 +189,10 @@ class ModernRequests:
     @staticmethod
     async def outcome(server, message, ctx) -> dict:
         """The request's JSON-RPC response (its handler's result, or its error)."""
+        params = message.params or {}
         try:
-            return jsonrpc.result(message.id, await server.modern.handle(message.method, message.params or {}, ctx))
+            return jsonrpc.result(message.id, await metrics.measure(
+                server, message.method, params, server.modern.handle(message.method, params, ctx)))
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc)
         except Exception as exc:
@@ -238,6 +241,8 @@ class ModernRequests:
         """A listen stream (`admit`ted), held until `close_listen`."""
         listen = Listen(next(self._numbers), server_name, listen_id, agreed, principal)
         self.listens[listen.number] = listen
+        metrics.listen_streams_opened.inc()
+        metrics.labeled(metrics.connections, "listen").inc()
         client_name, client_version = _client(meta)
         listen.row = asyncio.ensure_future(store.aopen_modern(
             ModernRequest.Kind.LISTEN, server_name, "subscriptions/listen", "", _json_id(listen_id), principal,
@@ -247,6 +252,7 @@ class ModernRequests:
 
     def close_listen(self, listen: Listen):
         if self.listens.pop(listen.number, None) is not None:
+            metrics.labeled(metrics.connections, "listen").dec()
             self.release(listen.principal)
             self._forget(listen.row)
 

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
+from .. import metrics
 from ..conf import mcp_settings
 from ..limits import StreamBudget, hit
 from ..models import Stream
@@ -194,7 +195,9 @@ class Requests:
                 result = await self.tasks.handle_session(server, session, message.method, message.params or {},
                                                          session.principal, ctx)
             else:
-                result = await server.dispatcher.handle(message.method, message.params or {}, ctx)
+                params = message.params or {}
+                result = await metrics.measure(server, message.method, params,
+                                               server.dispatcher.handle(message.method, params, ctx))
             return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc), Stream.Status.COMPLETED
@@ -331,8 +334,10 @@ class Requests:
 
     @staticmethod
     async def _task_outcome(server, message, ctx) -> dict:
+        params = message.params or {}
         try:
-            return jsonrpc.result(message.id, await server.dispatcher.handle(message.method, message.params or {}, ctx))
+            return jsonrpc.result(message.id, await metrics.measure(
+                server, message.method, params, server.dispatcher.handle(message.method, params, ctx)))
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc)
         except Exception as exc:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import secrets
 
-from .. import signals
+from .. import metrics, signals
 from ..storage import store
 from .worker import worker
 
@@ -17,6 +17,7 @@ async def create(server_name: str, version: str, params: dict, user, principal: 
     )
     if created is None:
         return None
+    metrics.sessions_created.inc()
     if signals.session_created.receivers:
         await signals.session_created.asend(sender=None, server=server_name, session_id=session_id,
                                             principal=principal, client_info=params.get("clientInfo"))
@@ -34,5 +35,6 @@ async def end(session):
     store.forget_session(session.id)
     worker.requests.cancel_session(session.id)
     worker.relay.session_ended(session.id)
+    metrics.sessions_ended.labels("client").inc()
     if signals.session_ended.receivers:
         await signals.session_ended.asend(sender=None, server=session.server, session_id=session.id)

@@ -23,6 +23,7 @@ import socket
 import sys
 import threading
 
+from .. import metrics
 from ..conf import mcp_settings
 from ..models import Stream
 from ..storage import store
@@ -94,4 +95,5 @@ class Shutdown:
             logger.warning("Stream %s failed: the worker shut down before its request finished", stream_id)
         bus.close_all(retry_ms, reason="shutdown")
         await worker.heartbeat.flush()
+        metrics.process_ending()
         await asyncio.sleep(0.1)

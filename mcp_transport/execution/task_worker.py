@@ -17,6 +17,7 @@ import logging
 import os
 import socket
 
+from .. import metrics
 from ..conf import mcp_settings
 from ..models import Task
 from ..protocol import jsonrpc, modern, tasks
@@ -94,7 +95,8 @@ async def work(task_id: str) -> str:
     if row is None:
         return "not active"
     ctx, handler = await asyncio.to_thread(_context, row)
-    call = asyncio.ensure_future(handler(row.method, ctx.params, ctx))
+    call = asyncio.ensure_future(metrics.measure(ctx.server, row.method, ctx.params,
+                                                 handler(row.method, ctx.params, ctx)))
     watch = asyncio.ensure_future(_hold(task_id, worker_id, call))
     try:
         result = await call

@@ -21,7 +21,7 @@ import logging
 import uuid
 from datetime import datetime
 
-from .. import signals
+from .. import metrics, signals
 from ..conf import mcp_settings
 from ..models import Task
 from ..protocol import jsonrpc, tasks
@@ -103,6 +103,7 @@ class RunningTask:
         if status_message:
             row.status_message = status_message
         self.task_id = row.pk
+        metrics.tasks_created.inc()
         if self.runner == "process":
             self.tasks_here.running[row.pk] = self
         self.created.set_result(_fields(row))

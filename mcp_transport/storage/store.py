@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 from typing import Callable
 
-from django.db import connections
+from django.db import connections, transaction
 from django.utils import timezone
 
+from .. import metrics
 from ..models import Session, Stream
 from .executor import batch_connection, batched, database_alias, operation
 from .orm import TOUCH_EVERY, Store
@@ -33,6 +35,18 @@ def implementation(db) -> type[Store]:
     if db.vendor == "sqlite" and features.supports_json_field:
         return SQLiteStore
     return Store
+
+
+def _counted(instrument, amount: int):
+    """Count what this transaction wrote once it commits: a batch that fails runs again, call by call."""
+    if amount and metrics.on:
+        transaction.on_commit(partial(instrument.inc, amount), using=database_alias())
+
+
+def _stored_by_opening(opened: tuple) -> tuple:
+    _, priming, stored = opened
+    _counted(metrics.events_stored, (priming is not None) + sum(len(events) for events in stored))
+    return opened
 
 
 def current() -> Store:
@@ -103,7 +117,10 @@ def open_stream(session_id, *, method="", request_id="", tool_name="", prime=Fal
 
 def _open_request_streams(calls) -> list[tuple]:
     """A run of open_request_stream calls in one batch, as one call (on PostgreSQL: one statement)."""
-    return current().open_request_streams([NewRequestStream(*args, **kwargs) for args, kwargs in calls])
+    opened = current().open_request_streams([NewRequestStream(*args, **kwargs) for args, kwargs in calls])
+    for one in opened:
+        _stored_by_opening(one)
+    return opened
 
 
 @operation(own_transaction=True, many=_open_request_streams)
@@ -114,13 +131,15 @@ def open_request_stream(session_id, *, method="", request_id="", tool_name="", p
     `writes`: (payloads, finish) the request made while this INSERT waited in the queue (a quick
     request's whole answer), stored with it. -> (stream id, priming event or None, events per write).
     """
-    return current().open_request_streams([NewRequestStream(session_id, method, request_id, tool_name, prime,
-                                                            policy, retry_ms, pending, writes)])[0]
+    return _stored_by_opening(current().open_request_streams([NewRequestStream(
+        session_id, method, request_id, tool_name, prime, policy, retry_ms, pending, writes)])[0])
 
 
 def standalone_stream(session_id: str) -> tuple[int, int, bool]:
     """The session's GET stream (created with a priming event if missing) -> (id, last seq, created)."""
-    return current().standalone_stream(session_id)
+    found = current().standalone_stream(session_id)
+    _counted(metrics.events_stored, int(found[2]))
+    return found
 
 
 def find_stream(session_id: str, stream_id: int) -> Stream | None:
@@ -133,7 +152,9 @@ def append(stream: int | PendingStream, payloads: list[str], finish: str | None 
 
     Returns [] when the stream is no longer open (cancelled, session terminated).
     """
-    return current().append(stream, payloads, finish)
+    events = current().append(stream, payloads, finish)
+    _counted(metrics.events_stored, len(events))
+    return events
 
 
 def finish(stream: int | PendingStream, status: str) -> bool:
@@ -153,7 +174,11 @@ def resume_stream(session_id: str, stream_id: int, seq: int, orphan_error: Calla
     PostgreSQL). None unless the stream is this session's and still replayable; a request whose
     worker is gone is failed first with `orphan_error(stream)`.
     -> (stream, failed events, events after `seq`, status)."""
-    return current().resume_stream(session_id, stream_id, seq, orphan_error)
+    found = current().resume_stream(session_id, stream_id, seq, orphan_error)
+    if found is not None and found[1]:
+        _counted(metrics.events_stored, len(found[1]))
+        _counted(metrics.leases_expired.labels("request"), 1)
+    return found
 
 
 @operation(own_transaction=True)
@@ -203,7 +228,10 @@ def heartbeat(host: str, pid: int, stopping=False):
 def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = None) -> list[StoredEvent]:
     """Requests whose worker's lease ran out end with `orphan_error(stream)` (the execution layer's
     JSON-RPC error), so no client waits forever."""
-    return current().fail_orphans(orphan_error, stream_id)
+    failed = current().fail_orphans(orphan_error, stream_id)
+    _counted(metrics.events_stored, len(failed))
+    _counted(metrics.leases_expired.labels("request"), len(failed))  # one error per stream
+    return failed
 
 
 def prune() -> dict:
@@ -265,7 +293,9 @@ def ended_tasks(task_ids: list[str]) -> list[str]:
 
 
 def fail_orphaned_tasks(error: dict, message: str) -> list[str]:
-    return current().fail_orphaned_tasks(error, message)
+    failed = current().fail_orphaned_tasks(error, message)
+    _counted(metrics.leases_expired.labels("task"), len(failed))
+    return failed
 
 
 # 2026-07-28 requests held open (listen streams, long calls): rows the admin shows

@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from .. import auth, limits, policies
+from .. import auth, limits, metrics, policies
 from ..conf import mcp_settings
 from ..eventids import format_event_id, format_event_ids, parse_event_id
 from ..execution import sessions, streams
@@ -350,10 +350,12 @@ class MCPEndpoint:
                                 reprime=format_event_id(follow.stream_id, follow.start_seq))
 
     async def resume(self, session, last_event_id: str):
+        started = time.perf_counter()
         parsed = parse_event_id(last_event_id)
         if parsed is None:
             raise Rejected(400, "Bad Request: malformed Last-Event-ID")
         stream_id, seq = parsed
+        metrics.reconnects.inc()
         try:
             worker.reconnects.check(stream_id)
         except LimitExceeded as exc:
@@ -368,7 +370,9 @@ class MCPEndpoint:
         if follow is None:
             # Not 404: to a client that sent its session id, 404 says the session is gone.
             raise Rejected(400, "Bad Request: Last-Event-ID names no event of this session")
+        replayed = len(follow.events)
         await self.start_stream(session, follow, follow.terms, reprime=last_event_id)
+        metrics.replayed(replayed, started)
 
     async def send_complete(self, session, body: bytes):
         """A whole SSE response at once."""
@@ -396,6 +400,7 @@ class MCPEndpoint:
             # A connection replaced by the client's own resumption asked nothing of the client.
             worker.reconnects.closed(follow.stream_id, retry_ms)
         follow.stop(reason)
+        metrics.labeled(metrics.connections_closed, reason).inc()
 
     @staticmethod
     def frames(events: list, retry_ms) -> bytes:
@@ -411,6 +416,8 @@ class MCPEndpoint:
     async def run_pump(self, follow: streams.Follow, terms: ConnectionTerms):
         reason = "client"
         self.closed_retry_ms = None
+        held = metrics.labeled(metrics.connections, "stream")
+        held.inc()
         try:
             reason = await self.pump_loop(follow, terms)
         except asyncio.CancelledError:
@@ -420,6 +427,7 @@ class MCPEndpoint:
             logger.exception("SSE connection on stream %s failed", follow.stream_id)
             await self.send_body(b"", more_body=False)
         finally:
+            held.dec()
             self.record_end(follow, reason, self.closed_retry_ms)
 
     async def pump_loop(self, follow: streams.Follow, terms: ConnectionTerms) -> str:

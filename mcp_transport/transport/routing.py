@@ -3,18 +3,24 @@ from __future__ import annotations
 
 import json
 
-from .. import auth
+from django.core.exceptions import ImproperlyConfigured
+
+from .. import auth, scrape
+from .. import metrics as _metrics
 from ..execution import health
 from ..conf import mcp_settings
 from .endpoint import MCPEndpoint
 
 
-def mcp_application(django_app, servers: dict | None = None, *, middleware=None, health: str | None = "/mcp/health"):
+def mcp_application(django_app, servers: dict | None = None, *, middleware=None, health: str | None = "/mcp/health",
+                    metrics: str | None = None):
     """Wrap Django's ASGI app.
 
     `servers` maps paths to servers (an MCPServer or its name); default `{"/mcp": "default"}`.
     `middleware` wraps each MCP endpoint, e.g. `channels.auth.AuthMiddlewareStack`.
     `health`: the path of the readiness check (database and channel layer; 200 or 503), None for none.
+    `metrics`: the path of the Prometheus metrics (e.g. "/mcp/metrics"; prometheus-client needed),
+    None for none. What it shows (tool names, traffic) is for operators: keep it off the public side.
     """
     routes = {}
     metadata = {}
@@ -28,11 +34,17 @@ def mcp_application(django_app, servers: dict | None = None, *, middleware=None,
         metadata[auth.metadata_path(path)] = path
 
     health_path = "/" + health.strip("/") if health else None
+    metrics_path = "/" + metrics.strip("/") if metrics else None
+    if metrics_path and not _metrics.available():
+        raise ImproperlyConfigured(f"mcp_application(metrics={metrics!r}) needs prometheus-client: "
+                                   "pip install 'django-mcp-transport[metrics]'")
 
     async def application(scope, receive, send):
         if scope["type"] == "http":
             if scope["path"] == health_path:
                 return await _health(scope, send)
+            if scope["path"] == metrics_path:
+                return await _metrics_page(scope, send)
             app = routes.get(scope["path"])
             if app is not None:
                 return await app(scope, receive, send)
@@ -57,6 +69,21 @@ async def _health(scope, send):
     await send({"type": "http.response.start", "status": 200 if report["ok"] else 503, "headers": [
         (b"content-type", b"application/json"), (b"cache-control", b"no-store")]})
     await send({"type": "http.response.body", "body": json.dumps(report).encode()})
+
+
+async def _metrics_page(scope, send):
+    """Prometheus scrapes this: the instruments of this process (of every process on the host in
+    multiprocess mode) and the database's state. 404 while MCP_TRANSPORT["METRICS"] is off."""
+    if scope.get("method", "GET") not in ("GET", "HEAD"):
+        status, headers, body = 405, [(b"allow", b"GET, HEAD")], b""
+    elif not _metrics.on:
+        status, headers, body = 404, [(b"content-type", b"text/plain")], b"Metrics are off (MCP_TRANSPORT METRICS)"
+    else:
+        accept = dict(scope.get("headers", ())).get(b"accept", b"").decode("latin-1")
+        body, content_type = await scrape.aexposition(accept)
+        status, headers = 200, [(b"content-type", content_type.encode("latin-1")), (b"cache-control", b"no-store")]
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body if scope.get("method") != "HEAD" else b""})
 
 
 async def _resource_metadata(scope, send, mcp_path):
