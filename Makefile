@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bench bench-against yardstick install test-install interop-install anchors-install \
+.PHONY: run test bench bench-tasks bench-against yardstick install test-install interop-install anchors-install \
 	browser-install deploy-install migrate clean
 
 $(PY):
@@ -67,6 +67,12 @@ test: test-install interop-install browser-install deploy-install
 BENCH_ARGS ?=
 bench: test-install
 	$(PY) bench/run.py $(BENCH_ARGS)
+
+# Tasks (bench/tasks.py): database round trips to create a task and to read its result, 1,000 tasks
+# working at once in one process, tasks/get against echo calls. PostgreSQL + Redis unless
+# BENCH_ARGS="--db sqlite"; `--quick` for a short smoke run. Writes test-output/bench-tasks.json.
+bench-tasks: test-install
+	$(PY) bench/tasks.py $(BENCH_ARGS)
 
 # This checkout's calls/s beside another commit's, in turns: `make bench-against REF=main~3 BENCH_ARGS="--db postgres"`.
 bench-against: test-install

@@ -12,4 +12,5 @@ run.py        the command line: servers, scenarios, one markdown table, JSON and
 anchors/      the official Python and TypeScript SDKs serving the same tools, and their installer
 yardstick.py  this project beside the anchors and the floor, interleaved repeats, one summary
 store_cost.py the database thread's cost per request, without HTTP
+tasks.py      tasks: round trips to create and read one, 1,000 held at once, tasks/get against echo
 """

@@ -2,7 +2,7 @@
 sticky sessions) in front of two daphne workers on PostgreSQL + Redis. Every request of these tests
 goes through nginx; the access log ($upstream_addr), Stream.worker and the connection log say which
 worker served what (for 2026-07-28 requests, which have no session and no stored stream, the access
-log alone, each request naming itself in its User-Agent).
+log alone, each request naming itself in its User-Agent; a task's row names the worker running it).
 
 Needs nginx (tests/deploy/install.sh, run by `make test`), PostgreSQL and Redis (started by .ci/run).
 Without them these tests skip and say why; in CI (CI set) they fail instead.
@@ -10,6 +10,7 @@ Without them these tests skip and say why; in CI (CI set) they fail instead.
 from __future__ import annotations
 
 import concurrent.futures
+import datetime
 import importlib.util
 import itertools
 import json
@@ -626,6 +627,162 @@ def test_listen_streams_get_changes_made_on_the_other_worker(deployed):
 
 
 
+# Tasks through nginx: a task runs on the worker that took its call (TASK_RUNNER "process"); its row
+# is what any worker answers from, and a tasks/update or a cancel reaches the runner through the relay.
+
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def task_row(t: Topology, task_id: str) -> dict:
+    row = t.tables.one("SELECT worker, status, lease_expires_at, finished_at FROM mcp_transport_task WHERE id = %s",
+                       [task_id])
+    assert row is not None, f"no row for task {task_id}"
+    return dict(zip(("worker", "status", "lease_expires_at", "finished_at"), row, strict=True))
+
+
+def task_runner(t: Topology, task_id: str) -> int:
+    """The index of the worker running a task, from its row."""
+    return t.tables.worker_index(task_row(t, task_id)["worker"])
+
+
+def start_task(t: Topology, client: ModernClient, name: str, arguments: dict, label: str) -> tuple[dict, int]:
+    """A 2026-07-28 tools/call answered with a task: the created task, and the worker that took the call."""
+    response, worker_index = send_modern(t, client, client.message("tools/call", {"name": name,
+                                                                                  "arguments": arguments}), label)
+    assert response.status_code == 200, response.text
+    created = response.json()["result"]
+    assert created["resultType"] == "task", created
+    return created, worker_index
+
+
+def get_task(t: Topology, client: ModernClient, task_id: str, label: str) -> tuple[dict, int]:
+    """One tasks/get through nginx: the task, and the worker that answered."""
+    response, worker_index = send_modern(t, client, client.message("tasks/get", {"taskId": task_id}), label)
+    assert response.status_code == 200, response.text
+    return response.json()["result"], worker_index
+
+
+def poll_until_served_by(t: Topology, client: ModernClient, task_id: str, worker_index: int, label: str,
+                         until=("working", "input_required", "completed", "failed", "cancelled"),
+                         tries: int = 200) -> dict:
+    """tasks/get until the task's status is in `until` on a poll answered by `worker_index`: nginx's
+    round-robin (shared by its processes: the upstream's zone) then sends the next request to the other
+    worker. Returns that poll's task."""
+    for _ in range(tries):
+        task, served = get_task(t, client, task_id, label)
+        if task["status"] in until and served == worker_index:
+            return task
+        time.sleep(0.05)  # pacing the polls, not a wait for an outcome
+    raise AssertionError(f"task {task_id} never reached {until} on a poll served by worker {worker_index}")
+
+
+def test_a_task_started_on_one_worker_is_polled_and_read_on_the_other(deployed):
+    """A 2026-07-28 tools/call of slow_compute becomes a task on the worker that took it; every
+    tasks/get below is answered by the other worker, from the row: working, then completed with
+    the tool's result inlined."""
+    client = ModernClient(deployed.nginx.url, capabilities=TASKS)
+    created, took = start_task(deployed, client, "slow_compute", {"seconds": 3, "label": "far"}, "task-start")
+    assert created["status"] == "working"
+    task_id = created["taskId"]
+    runner = task_runner(deployed, task_id)
+    assert runner == took  # the worker that took the call runs the task
+    polls = []
+    for _ in range(200):
+        response, served = modern_on_the_other_worker(
+            deployed, client, client.message("tasks/get", {"taskId": task_id}), avoid=runner, label="task-poll")
+        assert response.status_code == 200 and served != runner, response.text
+        task = response.json()["result"]
+        polls.append(task["status"])
+        if task["status"] != "working":
+            break
+        time.sleep(0.1)  # pacing the polls
+    assert polls[0] == "working" and polls[-1] == "completed", polls
+    assert task["taskId"] == task_id and task["resultType"] == "complete"
+    assert task["result"] == {"content": [{"type": "text", "text": "Computed far in 3s"}]}
+    row = task_row(deployed, task_id)
+    assert row["status"] == "completed" and deployed.tables.worker_index(row["worker"]) == runner
+
+
+def test_tasks_update_through_the_other_worker_reaches_the_task(deployed):
+    """confirm_delete becomes a task at once and waits for its question's answer; the tasks/update
+    carrying it is answered by the worker NOT running the task (proven by the access log), which
+    stores the answer and wakes the runner through the relay: the task completes with it."""
+    client = ModernClient(deployed.nginx.url, capabilities={**TASKS, "elicitation": {}})
+    for attempt in range(4):
+        path = f"/srv/deploy-{attempt}"
+        created, _ = start_task(deployed, client, "confirm_delete", {"path": path}, "task-confirm")
+        task_id = created["taskId"]
+        runner = task_runner(deployed, task_id)
+        waiting = poll_until_served_by(deployed, client, task_id, runner, "task-confirm-poll",
+                                       until=("input_required",))
+        assert list(waiting["inputRequests"]) == ["confirm"], waiting
+        assert waiting["inputRequests"]["confirm"]["method"] == "elicitation/create"
+        update = client.message("tasks/update", {"taskId": task_id, "inputResponses": {
+            "confirm": {"action": "accept", "content": {"ok": True}}}})
+        response, answered_by = send_modern(deployed, client, update, "task-update")
+        assert response.status_code == 200, response.text
+        assert response.json()["result"]["resultType"] == "complete"
+        done = None
+        for _ in range(200):
+            done, _ = get_task(deployed, client, task_id, "task-confirm-done")
+            if done["status"] != "input_required" and done["status"] != "working":
+                break
+            time.sleep(0.05)  # pacing the polls
+        assert done["status"] == "completed", done
+        assert done["result"]["content"] == [{"type": "text", "text": f"Deleted {path}"}]
+        assert deployed.tables.worker_index(task_row(deployed, task_id)["worker"]) == runner
+        if answered_by != runner:
+            return
+    raise AssertionError("every tasks/update was answered by the worker running its task")
+
+
+def session_post(t: Topology, client: MCPClient, method: str, params: dict, label: str,
+                 read_timeout: float = 30):
+    """One request of a 2025-11-25 session through nginx, its answer read as JSON or SSE: (the
+    response message, the worker that answered)."""
+    user_agent = agent(label)
+    message = {"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params}
+    reading = client.stream("POST", message, headers={"User-Agent": user_agent}, read_timeout=read_timeout)
+    assert reading.status == 200, (reading.status, reading.messages)
+    (response,) = [m for m in reading.messages if m.get("id") == message["id"]]
+    return response, served_by(t, user_agent)["worker"]
+
+
+def test_a_session_task_result_is_read_through_the_other_worker(deployed):
+    """2025-11-25: a session's task-augmented tools/call runs on one worker; tasks/get and then
+    tasks/result are answered by the other one, which waits there for the task to end and answers
+    exactly what the call would have, saying which task it was."""
+    client = deployed.client()
+    client.initialize()
+    created, took = session_post(deployed, client, "tools/call", {
+        "name": "slow_compute", "arguments": {"seconds": 3, "label": "session"}, "task": {"ttl": 60_000}},
+        "session-task-start")
+    task = created["result"]["task"]
+    task_id = task["taskId"]
+    assert task["status"] == "working" and task["ttl"] == 60_000
+    runner = task_runner(deployed, task_id)
+    assert runner == took
+    for attempt in range(4):
+        # A tasks/get answered by the runner: round-robin sends the tasks/result to the other worker.
+        for _ in range(4):
+            polled, served = session_post(deployed, client, "tasks/get", {"taskId": task_id}, "session-task-get")
+            if served == runner:
+                break
+        assert served == runner, "no tasks/get reached the worker running the task"
+        result, read_on = session_post(deployed, client, "tasks/result", {"taskId": task_id}, "session-task-result")
+        if read_on != runner:
+            break
+    else:
+        raise AssertionError("every tasks/result was answered by the worker running its task")
+    if attempt == 0:  # as round-robin has it: sent while the task ran, it waited on the other worker
+        assert polled["result"]["status"] == "working", polled
+    assert result["result"]["content"] == [{"type": "text", "text": "Computed session in 3s"}]
+    assert result["result"]["_meta"]["io.modelcontextprotocol/related-task"] == {"taskId": task_id}
+    got, _ = session_post(deployed, client, "tasks/get", {"taskId": task_id}, "session-task-done")
+    assert got["result"]["status"] == "completed" and "result" not in got["result"]
+
+
+
 # Failures
 
 
@@ -680,6 +837,75 @@ def test_kill_9_of_the_worker_running_a_call():
         wait_until(dead_is_stale, "the killed worker reported stale", tries=40, pause=0.25)
         dead = {t.tables.worker_index(w["id"]): w for w in t.status()["workers"]}[killed[0]]
         assert dead["requests_in_flight"] == 0
+
+
+def test_kill_9_of_the_worker_running_tasks():
+    """kill -9 of the worker running a 2026-07-28 task and a 2025-11-25 session's task: nobody renews
+    their lease any more, and once it has run out the survivor's heartbeat fails both (worker_lost).
+    A tasks/get through nginx (only the survivor is left) says so; the session's tasks/result, held
+    open on the survivor since before the kill, answers the same error."""
+    lease = 1.5
+    with topology({"LEASE_SECONDS": lease}) as t:
+        client = ModernClient(t.nginx.url, capabilities=TASKS)
+        created, _ = start_task(t, client, "slow_compute", {"seconds": 120, "label": "doomed"}, "task-doomed")
+        task_id = created["taskId"]
+        victim = task_runner(t, task_id)
+        survivor = 1 - victim
+
+        session = t.client()
+        session.initialize()
+        for _ in range(4):
+            made, _ = session_post(t, session, "tools/call", {
+                "name": "slow_compute", "arguments": {"seconds": 120}, "task": {}}, "session-doomed")
+            session_task = made["result"]["task"]["taskId"]
+            if task_runner(t, session_task) == victim:
+                break
+        else:
+            raise AssertionError("no session task ran on the worker running the first task")
+
+        def held_result():
+            return t.tables.one("SELECT worker FROM mcp_transport_stream WHERE session_id = %s AND "
+                                "method = 'tasks/result' AND status = 'open'", [session.session_id])
+
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            # A tasks/get answered by the victim: round-robin sends the tasks/result to the survivor.
+            for _ in range(4):
+                _, served = session_post(t, session, "tasks/get", {"taskId": session_task}, "session-doomed-get")
+                if served == victim:
+                    break
+            waiting = pool.submit(session_post, t, t.joined(session), "tasks/result", {"taskId": session_task},
+                                  "session-doomed-result", 60)
+            wait_until(lambda: held_result() is not None or waiting.done(), "tasks/result held open")
+            assert not waiting.done(), waiting.result()
+            assert t.tables.worker_index(held_result()[0]) == survivor
+
+            killed_at = datetime.datetime.now(datetime.timezone.utc)
+            t.cluster.workers[victim].proc.send_signal(signal.SIGKILL)
+            t.cluster.workers[victim].proc.wait()
+
+            for _ in range(400):
+                task, served = get_task(t, client, task_id, "task-doomed-poll")
+                assert served == survivor
+                if task["status"] != "working":
+                    break
+                time.sleep(0.05)  # pacing the polls
+            assert task["status"] == "failed" and "result" not in task, task
+            assert task["error"]["code"] == -32603 and task["error"]["data"] == {"reason": "worker_lost"}
+
+            result, read_on = waiting.result(timeout=60)
+        assert read_on == survivor
+        assert result["error"]["code"] == -32603 and result["error"]["data"] == {"reason": "worker_lost"}, result
+
+        for failed in (task_id, session_task):
+            row = task_row(t, failed)
+            assert row["status"] == "failed" and t.tables.worker_index(row["worker"]) == victim
+            # The lease the victim last renewed reached at most LEASE_SECONDS past the kill; the task
+            # failed once it had run out, at the survivor's next heartbeat (every LEASE_SECONDS / 3).
+            assert row["lease_expires_at"] <= killed_at + datetime.timedelta(seconds=lease)
+            assert row["lease_expires_at"] <= row["finished_at"]
+            assert row["finished_at"] - row["lease_expires_at"] <= datetime.timedelta(seconds=lease / 3 + 1.0), row
+        got, _ = session_post(t, session, "tasks/get", {"taskId": session_task}, "session-doomed-done")
+        assert got["result"]["status"] == "failed"
 
 
 def test_sigterm_of_the_worker_running_a_call():

@@ -430,8 +430,8 @@ async def test_a_run_of_stream_opens_without_events(write_path):
 
 
 async def test_a_function_with_its_own_transaction_runs_alone_without_one():
-    """Resumptions and replays open a transaction only where they need one (on PostgreSQL: none,
-    two round trips fewer); every other call alone in its batch gets one."""
+    """Resumptions, replays and one-statement task operations open a transaction only where they
+    need one (on PostgreSQL: none, two round trips fewer); every other call alone in its batch gets one."""
     from dataclasses import replace
 
     from django.db import connection
@@ -453,7 +453,45 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     assert [await f for f in merged] == [False] * 3
     for fn in (store.resume_stream, store.attach, store.events_after, store.connected, store.open_request_stream):
         assert isinstance(fn, Operation) and fn.own_transaction
+    # A task's creation, its polls and its outcome are one statement each: no BEGIN / COMMIT around them.
+    for fn in (store.create_task, store.get_task, store.get_task_by_id, store.task_answers, store.finish_task):
+        assert isinstance(fn, Operation) and fn.own_transaction, fn.__name__
     assert store.open_request_stream.many is not None and store.append.__name__ == "append"
+
+
+async def test_polls_of_tasks_in_one_batch_are_one_statement_and_each_gets_its_own_answer():
+    """A run of get_task calls in one batch (clients polling their tasks) is one SELECT; each poll
+    gets its task only if it names that task exactly, on its server, as its principal."""
+    from django.db import connection
+
+    from mcp_transport.storage.executor import executor
+
+    fields = dict(method="tools/call", tool="slow_compute", request={}, client_capabilities={}, ttl_ms=60_000,
+                  poll_interval_ms=1000)
+    await store.acreate_task("task-a", server="default", principal="ann", **fields)
+    await store.acreate_task("task-b", server="default", principal="", **fields)
+    await store.acreate_task("task-c", server="other", principal="ann", **fields)
+    statements = []
+
+    def count():
+        connection.execute_wrappers.append(lambda execute, sql, *rest: statements.append(sql) or execute(sql, *rest))
+
+    def stop():
+        connection.execute_wrappers.pop()
+
+    await executor.run(count)
+    asks = [("task-a", "default", "ann"), ("task-b", "default", ""), ("task-a", "default", "ben"),
+            ("task-c", "default", "ann"), ("TASK-A", "default", "ann"), ("nope", "default", ""),
+            ("task-a", "default", "ann"), ("task-c", "other", "ann")]
+    merged = [executor.submit(store.get_task, *ask) for ask in asks]
+    found = [await f for f in merged]
+    await executor.run(stop)
+    assert len([sql for sql in statements if "mcp_transport_task" in sql]) == 1, statements
+    assert [row.pk if row is not None else None for row in found] == [
+        "task-a", "task-b", None, None, None, None, "task-a", "task-c"]
+    alone = [await store.aget_task(*ask) for ask in asks]
+    assert [row.pk if row is not None else None for row in alone] == [
+        row.pk if row is not None else None for row in found]
 
 
 def test_a_burst_above_one_statements_size_is_stored(write_path, monkeypatch):

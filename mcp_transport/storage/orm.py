@@ -385,7 +385,16 @@ class Store:
 
     def get_task(self, task_id: str, server: str, principal: str) -> Task | None:
         """The task, if it is `principal`'s: anyone else's is as unknown as a task that never was."""
-        return self.rows(Task).filter(pk=task_id, server=server, principal=principal).first()
+        return self.get_tasks([(task_id, server, principal)])[0]
+
+    def get_tasks(self, keys: list[tuple[str, str, str]]) -> list[Task | None]:
+        """get_task for each (task id, server, principal), in one statement. Ids, servers and
+        principals are compared here, exactly (a collation may fold case: MariaDB's default)."""
+        ids = {task_id for task_id, _, _ in keys}
+        rows = {row.pk: row for row in self.rows(Task).filter(pk__in=ids).order_by()}
+        found = [rows.get(task_id) for task_id, _, _ in keys]
+        return [row if row is not None and (row.server, row.principal) == (server, principal) else None
+                for row, (_, server, principal) in zip(found, keys)]
 
     def get_task_by_id(self, task_id: str) -> Task | None:
         return self.rows(Task).filter(pk=task_id).first()

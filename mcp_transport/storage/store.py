@@ -240,13 +240,27 @@ def prune() -> dict:
     return current().prune()
 
 
-# Tasks
+# Tasks. Those that are one statement run alone in their batch without a transaction around them
+# (`own_transaction`): on PostgreSQL a lone task creation or poll is one round trip, not three
+# (BEGIN and COMMIT), and one statement is atomic by itself on every database.
 
+@operation(own_transaction=True)
 def create_task(task_id: str, **fields):
     """A new task, running on this worker (its lease renewed by the heartbeat): durable once this returns."""
     return current().create_task(task_id, **fields)
 
 
+def _get_tasks(calls) -> list:
+    """A run of get_task calls in one batch (a worker's clients polling their tasks), as one call:
+    one statement for all of them."""
+    return current().get_tasks([_task_key(*args, **kwargs) for args, kwargs in calls])
+
+
+def _task_key(task_id: str, server: str, principal: str) -> tuple[str, str, str]:
+    return task_id, server, principal
+
+
+@operation(own_transaction=True, many=_get_tasks)
 def get_task(task_id: str, server: str, principal: str):
     """The task if it is this principal's, else None (another's task is unknown, not forbidden)."""
     return current().get_task(task_id, server, principal)
@@ -257,6 +271,7 @@ def claim_task(task_id: str, worker: str):
     return current().claim_task(task_id, worker)
 
 
+@operation(own_transaction=True)
 def get_task_by_id(task_id: str):
     return current().get_task_by_id(task_id)
 
@@ -270,6 +285,7 @@ def ask_task(task_id: str, requests: dict[str, dict]) -> str | None:
     return current().ask_task(task_id, requests)
 
 
+@operation(own_transaction=True)
 def task_answers(task_id: str, keys) -> tuple[str | None, dict]:
     return current().task_answers(task_id, keys)
 
@@ -283,6 +299,7 @@ def cancel_task(task_id: str, server: str | None, principal: str | None, message
     return current().cancel_task(task_id, server, principal, message)
 
 
+@operation(own_transaction=True)
 def finish_task(task_id: str, status: str, result: dict | None = None, error: dict | None = None,
                 message: str = "") -> bool:
     return current().finish_task(task_id, status, result, error, message)
