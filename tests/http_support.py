@@ -4,14 +4,14 @@
   `retry:` blocks included), so a test can read a few events, post something on another
   connection, then go on reading the same connection.
 * `open_sse(...)`: open a POST or GET SSE connection as a context manager.
-* `db(server)`: read the daphne's SQLite file (sessions, streams) to check server state.
+* `db(server, sql)`: read the daphne's database (sessions, streams) to check server state, whether
+  it is a SQLite file or (the suite on PostgreSQL / MariaDB) a database on that server.
 * Fixtures: `mcp` (make clients on a server), `server` (start a daphne with overrides), and
   an autouse guard that fails a test when any response was a 500 or daphne logged an error.
 """
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -272,15 +272,31 @@ def wait_for(predicate, timeout=10.0, interval=0.02):
         time.sleep(interval)
 
 
-# Server state, read from daphne's SQLite file
+# Server state, read from daphne's database
 
 
 def db(server, sql: str, params=()) -> list[tuple]:
-    conn = sqlite3.connect(server.db, timeout=10)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
+    """Rows of `sql` (with `?` placeholders) on the server's database, whatever its backend."""
+    return server.query(sql, params)
+
+
+def json_column(value):
+    """A JSON column as Python: SQLite and MariaDB give its text, PostgreSQL (jsonb) the value."""
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def database_intact(server) -> bool:
+    """The server's database passes its engine's own check (SQLite's integrity_check, MariaDB's
+    CHECK TABLE), or on PostgreSQL, every table of the app can be read through."""
+    if server.backend == "sqlite":
+        return db(server, "PRAGMA integrity_check") == [("ok",)]
+    tables = ["mcp_transport_session", "mcp_transport_stream", "mcp_transport_event",
+              "mcp_transport_streamconnection", "mcp_transport_worker", "mcp_transport_delivery",
+              "mcp_transport_subscription", "mcp_transport_accesstoken"]
+    if server.backend == "mysql":
+        return all(row[3] == "OK" for table in tables for row in db(server, f"CHECK TABLE {table}")
+                   if row[2] == "status")
+    return all(isinstance(db(server, f"SELECT COUNT(*) FROM {table}")[0][0], int) for table in tables)
 
 
 def session_count(server) -> int:

@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import pytest
 
+from mcp_transport.protocol.dispatch import MAX_KEPT_DEPTH
+
 from .http_support import (  # noqa: F401  (fixtures)
-    db, mcp, no_server_errors, open_sse, parse_id, progress_values, resume_all, responses_to, run_call,
-    server, statuses,
+    database_intact, db, json_column, mcp, no_server_errors, open_sse, parse_id, progress_values, resume_all,
+    responses_to, run_call, server, statuses,
 )
 from .live import ACCEPT_BOTH, VERSION, DaphneServer, MCPClient
 
@@ -229,6 +231,16 @@ def quarantine(quarantine_server):
 def last_event_get(client, last_event_id):
     return client.http.get(client.url, headers=client.headers({"Last-Event-ID": last_event_id},
                                                               accept="text/event-stream"))
+
+
+def test_the_server_keeps_its_tables_in_the_suites_database(c, example_server):
+    """Run with --ds=tests.settings_postgres or settings_mariadb (make test does), this battery meets
+    that database (its column types, lengths, NUL and JSON rules), not SQLite."""
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[1]
+    assert example_server.backend == {"sqlite3": "sqlite"}.get(engine, engine)
+    assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_session WHERE id = ?", (c.session_id,)) == [(1,)]
 
 
 # Last-Event-ID
@@ -703,18 +715,35 @@ def test_100k_nesting_is_a_parse_error_not_a_recursion_crash(c, kind, where):
 
 
 @pytest.mark.parametrize("depth", [100, 500])
-def test_moderate_nesting_in_params_is_served(c, mcp, example_server, depth):
+def test_moderate_nesting_in_params_is_served(c, depth):
     deep = json.loads(_nested(depth))
     assert c.post(request("ping", 1, {"x": deep})).json()["result"] == {}
     _, reader = run_call(c, "echo", {"message": "m", "extra": deep})
     assert reader.messages[-1]["result"]["content"][0]["text"] == "m"
     _, reader = run_call(c, "progress", {"count": 1, "delay": 0}, progress_token={"deep": deep})
     assert progress_values(reader.messages, {"deep": deep}) == [1]
-    other = mcp()
-    assert other.initialize(capabilities={"experimental": {"deep": deep}})["protocolVersion"] == VERSION
-    stored = db(example_server, "SELECT client_capabilities FROM mcp_transport_session WHERE id = ?",
-                (other.session_id,))
-    assert json.loads(stored[0][0])["experimental"]["deep"] == deep
+
+
+@pytest.mark.parametrize("depth", [MAX_KEPT_DEPTH, MAX_KEPT_DEPTH + 1, 100, 500])
+def test_capabilities_nest_only_as_deep_as_every_database_keeps(mcp, example_server, depth):
+    """The session keeps its client's capabilities as JSON, and MariaDB's JSON check refuses 32
+    levels: initialize with deeper ones was a 500 there (IntegrityError), stored elsewhere. Now the
+    same on every database: kept exactly up to MAX_KEPT_DEPTH, -32602 and no session beyond."""
+    capabilities = {"experimental": {"deep": json.loads(_nested(depth - 2))}}
+    client = mcp()
+    sessions = db(example_server, "SELECT COUNT(*) FROM mcp_transport_session")
+    message = request("initialize", 7, {"protocolVersion": VERSION, "capabilities": capabilities,
+                                        "clientInfo": {"name": "deep", "version": "1"}})
+    response = client.post(message)
+    if depth <= MAX_KEPT_DEPTH:
+        assert response.status_code == 200, response.text
+        stored = db(example_server, "SELECT client_capabilities FROM mcp_transport_session WHERE id = ?",
+                    (response.headers["mcp-session-id"],))
+        assert json_column(stored[0][0]) == capabilities
+    else:
+        body = assert_rpc_error(response, 400, -32602, 7)
+        assert "capabilities" in body["error"]["message"]
+        assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_session") == sessions
 
 
 @pytest.mark.parametrize("number", [b"1e308", b"-1e308", b"1e-400", b"123456789012345678901234567890",
@@ -843,4 +872,4 @@ def test_the_shared_server_is_healthy_after_the_battery(mcp, example_server):
     assert_healthy(client)
     _, reader = run_call(client, "progress", {"count": 5, "delay": 0}, progress_token="after")
     assert progress_values(reader.messages, "after") == [1, 2, 3, 4, 5]
-    assert db(example_server, "PRAGMA integrity_check") == [("ok",)]
+    assert database_intact(example_server)

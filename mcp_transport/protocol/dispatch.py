@@ -17,6 +17,9 @@ DEFAULT_HEADER_VERSION = "2025-03-26"
 # the others are answered with one JSON body (a choice the spec leaves to the server).
 STREAMING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read"})
 COMPLETION_LIMIT = 100
+# How deep what a session keeps as JSON (its client capabilities) may nest, the object itself
+# counted: MariaDB's JSON_VALID (the check on a JSONField there) refuses 32 levels.
+MAX_KEPT_DEPTH = 31
 
 
 def negotiate(requested) -> str:
@@ -46,6 +49,23 @@ def holds_nul(value) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
+
+
+def json_depth(value) -> int:
+    """How deeply a JSON value nests (a scalar 0, `{}` and `[]` 1). Without recursion, as holds_nul."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            items = item.values()
+        elif isinstance(item, list):
+            items = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in items)
+    return deepest
 
 
 def _kept_str(params: dict, key: str) -> str:
@@ -125,6 +145,8 @@ class Dispatcher:
                 raise InvalidParams(f"Invalid params: '{key}' must be an object")
             if holds_nul(params.get(key)):
                 raise InvalidParams(f"Invalid params: '{key}' must not contain NUL characters")
+            if json_depth(params.get(key)) > MAX_KEPT_DEPTH:
+                raise InvalidParams(f"Invalid params: '{key}' nests deeper than {MAX_KEPT_DEPTH} levels")
         version = negotiate(requested)
         result = {
             "protocolVersion": version,
