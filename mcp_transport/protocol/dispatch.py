@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import jsonrpc
 from .content import prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
-from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
+from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound, json_depth
 from .registry import ArgumentsError, call_tool
 
 SUPPORTED_VERSIONS = ("2025-11-25", "2025-06-18", "2025-03-26")
@@ -49,23 +49,6 @@ def holds_nul(value) -> bool:
         elif isinstance(item, list):
             stack.extend(item)
     return False
-
-
-def json_depth(value) -> int:
-    """How deeply a JSON value nests (a scalar 0, `{}` and `[]` 1). Without recursion, as holds_nul."""
-    deepest = 0
-    stack = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            items = item.values()
-        elif isinstance(item, list):
-            items = item
-        else:
-            continue
-        deepest = max(deepest, depth)
-        stack.extend((child, depth + 1) for child in items)
-    return deepest
 
 
 def _kept_str(params: dict, key: str) -> str:
