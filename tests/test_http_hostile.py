@@ -1336,18 +1336,27 @@ def test_param_headers_that_do_not_mirror_the_arguments_are_header_mismatch(m, h
         "region=eu-west")
 
 
-@pytest.mark.parametrize("region", [1, 1.0, True, None, [], {"a": 1}, "\u00e9\U0001f600", "a\x00b", "x" * 5000])
-def test_param_headers_for_arguments_of_any_type(m, region):
-    """Whatever the argument's type, the header check answers (never a 500): a matching header
-    passes to the tool's own validation, a missing one is -32020 unless the argument is absent."""
+@pytest.mark.parametrize("region, outcome", [
+    (1, "invalid"), (1.0, "invalid"), (True, "invalid"), (None, "invalid"), ([], "no-header"), ({"a": 1}, "no-header"),
+    ("\u00e9\U0001f600", "served"), ("a\x00b", "served"), ("x" * 5000, "served"),
+], ids=["int", "float", "bool", "null", "list", "object", "unicode", "nul", "5k"])
+def test_param_headers_for_arguments_of_any_type(m, region, outcome):
+    """Whatever the argument's type, the header check answers: a header matching a scalar lets the
+    tool's own validation speak (an isError result), a list or an object has no header form (-32020),
+    and strings of any content travel in the base64 form."""
     message = m.message("tools/call", {"name": "test_header_param", "arguments": {"region": region}}, "typed")
-    header = {str: lambda v: b64_header(v), bool: lambda v: "true" if v else "false",
-              int: str, float: lambda v: "1"}.get(type(region))
+    header = {str: b64_header, bool: lambda v: "true" if v else "false", int: str, float: lambda v: "1",
+              type(None): lambda v: "null"}.get(type(region))
     reply = m.send(message, headers={"Mcp-Param-Region": header(region)} if header else {})
-    assert reply.status in (200, 400), reply.text
-    assert reply.error is None or reply.error["code"] in (-32020, -32602), reply.text
-    if isinstance(region, str):
-        assert reply.result["content"][0]["text"] == f"region={region} query=", reply.text[:200]
+    if outcome == "no-header":
+        assert_modern_error(reply, 400, -32020, "typed", "Mcp-Param-Region")
+        return
+    assert reply.status == 200, reply.text
+    text = reply.result["content"][0]["text"]
+    if outcome == "invalid":
+        assert reply.result["isError"] is True and "region" in text, reply.text
+    else:
+        assert text == f"region={region} query=", reply.text[:200]
 
 
 @pytest.mark.parametrize("headers", [
