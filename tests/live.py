@@ -306,13 +306,21 @@ class DaphneServer:
             [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port), self.app],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.stop()  # not left running when it did not come up (or the wait itself failed)
+            raise
+        return self
+
+    def _wait_until_serving(self):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daphne exited: {self.logs()}")
             try:
                 httpx.get(self.url, timeout=1)
-                return self
+                return
             except httpx.TransportError:
                 time.sleep(0.1)
         raise RuntimeError(f"daphne did not start: {self.logs()}")
