@@ -4,14 +4,14 @@
   `retry:` blocks included), so a test can read a few events, post something on another
   connection, then go on reading the same connection.
 * `open_sse(...)`: open a POST or GET SSE connection as a context manager.
-* `db(server)`: read the daphne's SQLite file (sessions, streams) to check server state.
+* `db(server, sql)`: read the daphne's database (sessions, streams) to check server state, whether
+  it is a SQLite file or (the suite on PostgreSQL / MariaDB) a database on that server.
 * Fixtures: `mcp` (make clients on a server), `server` (start a daphne with overrides), and
   an autouse guard that fails a test when any response was a 500 or daphne logged an error.
 """
 from __future__ import annotations
 
 import json
-import sqlite3
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -272,15 +272,176 @@ def wait_for(predicate, timeout=10.0, interval=0.02):
         time.sleep(interval)
 
 
-# Server state, read from daphne's SQLite file
+# MCP 2026-07-28 ("modern"): no session, every request carries its `_meta` and the Mcp-* headers
+
+MODERN_VERSION = "2026-07-28"
+PREFIX = "io.modelcontextprotocol/"
+VERSION_KEY = PREFIX + "protocolVersion"
+CAPABILITIES_KEY = PREFIX + "clientCapabilities"
+CLIENT_INFO_KEY = PREFIX + "clientInfo"
+LOG_LEVEL_KEY = PREFIX + "logLevel"
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+
+
+def b64_header(value: str | bytes) -> str:
+    """The `=?base64?...?=` form of a header value."""
+    import base64
+
+    return "=?base64?" + base64.b64encode(value if isinstance(value, bytes) else value.encode()).decode() + "?="
+
+
+@dataclass
+class ModernReply:
+    """One modern exchange: its status and headers, and every JSON-RPC message it carried (one JSON
+    body, or the SSE stream's events); `final` is the response (result or error), `id` echoed."""
+
+    status: int
+    headers: httpx.Headers
+    messages: list[dict]
+    text: str
+
+    @property
+    def final(self) -> dict | None:
+        answers = [m for m in self.messages if "method" not in m]
+        return answers[-1] if answers else None
+
+    @property
+    def result(self) -> dict | None:
+        return (self.final or {}).get("result")
+
+    @property
+    def error(self) -> dict | None:
+        return (self.final or {}).get("error")
+
+
+class ModernClient:
+    """A hand-rolled 2026-07-28 client over HTTP: what it sends is exactly what the test says
+    (`meta`, `headers` to add or override, `without` headers to leave out, or a `raw` body)."""
+
+    def __init__(self, url: str, capabilities: dict | None = None, timeout: float = READ_TIMEOUT):
+        self.url = url
+        self.capabilities = capabilities if capabilities is not None else {}
+        self.http = httpx.Client(timeout=timeout)
+        self._next_id = 0
+
+    def close(self):
+        self.http.close()
+
+    def next_id(self) -> int:
+        self._next_id += 1
+        return self._next_id
+
+    def meta(self, **extra) -> dict:
+        return {VERSION_KEY: MODERN_VERSION, CAPABILITIES_KEY: self.capabilities,
+                CLIENT_INFO_KEY: {"name": "tests", "version": "1"}, **extra}
+
+    def message(self, method: str, params: dict | None = None, request_id=None, meta: dict | None = None) -> dict:
+        """A request with the envelope (`meta` replaces it whole; put `"_meta"` in params to send your own)."""
+        params = dict(params or {})
+        params.setdefault("_meta", meta if meta is not None else self.meta())
+        return {"jsonrpc": "2.0", "id": self.next_id() if request_id is None else request_id, "method": method,
+                "params": params}
+
+    def headers(self, message: dict | None, extra: dict | None = None, without=(), accept=ACCEPT_BOTH) -> dict:
+        headers = {"Accept": accept, "Content-Type": "application/json", "MCP-Protocol-Version": MODERN_VERSION}
+        if isinstance(message, dict) and isinstance(message.get("method"), str):
+            method = message["method"]
+            headers["Mcp-Method"] = method
+            params = message.get("params")
+            target = params.get(NAMED.get(method, "")) if isinstance(params, dict) else None
+            if isinstance(target, str):
+                plain = target.isascii() and target.isprintable() and target == target.strip()
+                headers["Mcp-Name"] = target if plain and not target.startswith("=?") else b64_header(target)
+        headers.update(extra or {})
+        return {k: v for k, v in headers.items() if k.lower() not in {w.lower() for w in without}}
+
+    def send(self, message: dict | None = None, *, headers: dict | None = None, without=(), raw: bytes | None = None,
+             accept=ACCEPT_BOTH) -> ModernReply:
+        """POST one message (or `raw` bytes, headers from `message`) and read the whole answer."""
+        body = raw if raw is not None else json.dumps(message).encode()
+        hdrs = self.headers(message, headers, without, accept)
+        with self.http.stream("POST", self.url, content=body, headers=hdrs) as response:
+            response.read()
+        text = response.text
+        if response.headers.get("content-type", "").startswith("text/event-stream"):
+            messages = [json.loads(e.data) for e in _sse_events(text) if e.data]
+        else:
+            messages = [response.json()] if text else []
+        return ModernReply(response.status_code, response.headers, messages, text)
+
+    def request(self, method: str, params: dict | None = None, **kwargs) -> ModernReply:
+        send = {k: kwargs.pop(k) for k in ("headers", "without", "raw", "accept") if k in kwargs}
+        return self.send(self.message(method, params, **kwargs), **send)
+
+    def call(self, name: str, arguments: dict | None = None, **params) -> ModernReply:
+        """tools/call; `request_id`, `meta`, `headers`, `without`, `raw`, `accept` as for `request`, the
+        other keywords go into params (inputResponses=..., requestState=...)."""
+        kwargs = {k: params.pop(k) for k in ("request_id", "meta", "headers", "without", "raw", "accept")
+                  if k in params}
+        return self.request("tools/call", {"name": name, "arguments": arguments or {}, **params}, **kwargs)
+
+    def retry(self, reply: ModernReply, message: dict, answers: dict | None = None, **changes) -> ModernReply:
+        """`message` again with `reply`'s requestState and these answers (MRTR)."""
+        params = {k: v for k, v in message["params"].items() if k not in ("inputResponses", "requestState")}
+        if answers is not None:
+            params["inputResponses"] = answers
+        params["requestState"] = reply.result["requestState"]
+        params.update(changes)
+        return self.send({**message, "id": self.next_id(), "params": params})
+
+    @contextmanager
+    def listen(self, notifications, request_id=None, *, timeout: float = READ_TIMEOUT, headers=None):
+        """A subscriptions/listen stream, read incrementally (SSEReader)."""
+        message = self.message("subscriptions/listen", {"notifications": notifications}, request_id)
+        with self.http.stream("POST", self.url, content=json.dumps(message), headers=self.headers(message, headers),
+                              timeout=httpx.Timeout(timeout, connect=5)) as response:
+            yield SSEReader(response)
+
+
+def _sse_events(text: str) -> list[SSEEvent]:
+    reader_events = []
+    event, data = SSEEvent(), []
+    for line in sse_lines([text, "\n\n"]):
+        if line == "":
+            if data or event.id is not None:
+                event.data = "\n".join(data)
+                reader_events.append(event)
+            event, data = SSEEvent(), []
+        elif not line.startswith(":"):
+            name, _, value = line.partition(":")
+            value = value[1:] if value.startswith(" ") else value
+            if name == "data":
+                data.append(value)
+            elif name == "id":
+                event.id = value
+    return reader_events
+
+
+# Server state, read from daphne's database
 
 
 def db(server, sql: str, params=()) -> list[tuple]:
-    conn = sqlite3.connect(server.db, timeout=10)
-    try:
-        return conn.execute(sql, params).fetchall()
-    finally:
-        conn.close()
+    """Rows of `sql` (with `?` placeholders) on the server's database, whatever its backend."""
+    return server.query(sql, params)
+
+
+def json_column(value):
+    """A JSON column as Python: SQLite and MariaDB give its text, PostgreSQL (jsonb) the value."""
+    return json.loads(value) if isinstance(value, (str, bytes)) else value
+
+
+def database_intact(server) -> bool:
+    """The server's database passes its engine's own check (SQLite's integrity_check, MariaDB's
+    CHECK TABLE), or on PostgreSQL, every table of the app can be read through."""
+    if server.backend == "sqlite":
+        return db(server, "PRAGMA integrity_check") == [("ok",)]
+    tables = ["mcp_transport_session", "mcp_transport_stream", "mcp_transport_event",
+              "mcp_transport_streamconnection", "mcp_transport_worker", "mcp_transport_delivery",
+              "mcp_transport_subscription", "mcp_transport_accesstoken"]
+    if server.backend == "mysql":
+        return all(row[3] == "OK" for table in tables for row in db(server, f"CHECK TABLE {table}")
+                   if row[2] == "status")
+    return all(isinstance(db(server, f"SELECT COUNT(*) FROM {table}")[0][0], int) for table in tables)
 
 
 def session_count(server) -> int:
@@ -333,6 +494,22 @@ def mcp(example_server, statuses):
     def make(server=None, **kwargs) -> MCPClient:
         kwargs.setdefault("timeout", READ_TIMEOUT)  # a wrongly endless response fails fast
         c = MCPClient((server or example_server).url, **kwargs)
+        c.http.event_hooks["response"].append(lambda r: statuses.append(r.status_code))
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+@pytest.fixture
+def modern(example_server, statuses):
+    """`modern(capabilities={...})` -> a new ModernClient on the shared daphne; `modern(server=...)` elsewhere."""
+    clients = []
+
+    def make(server=None, **kwargs) -> ModernClient:
+        c = ModernClient((server or example_server).url, **kwargs)
         c.http.event_hooks["response"].append(lambda r: statuses.append(r.status_code))
         clients.append(c)
         return c

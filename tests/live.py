@@ -6,6 +6,7 @@ every status, header, event id and `retry` field, and cut connections where they
 from __future__ import annotations
 
 import atexit
+import hashlib
 import itertools
 import json
 import os
@@ -54,12 +55,191 @@ def migrated_db(directory: str) -> str:
     return path
 
 
+def suite_database() -> dict | None:
+    """The database server the suite runs on (`pytest --ds=tests.settings_postgres` or
+    `tests.settings_mariadb`: pytest-django's settings), or None for SQLite, and outside pytest.
+
+    The daphne processes the tests start then serve a database of their own on that server
+    (`ServerDatabases`), with the connection settings `tests.settings.server_database` chose, so the
+    HTTP batteries meet the same column types, lengths and NUL rules as a deployment on it.
+    `MCP_TEST_LIVE_DB=sqlite` keeps them on SQLite whatever the suite's settings.
+    """
+    if os.environ.get("MCP_TEST_LIVE_DB") == "sqlite":
+        return None
+    try:
+        from django.conf import settings
+
+        default = settings.DATABASES["default"]
+    except Exception:  # Django not configured: a script, the bench
+        return None
+    engine = default.get("ENGINE", "")
+    if engine.endswith("sqlite3"):
+        return None
+    if not engine.endswith(("postgresql", "mysql")):
+        raise RuntimeError(f"tests/live.py cannot give daphne a database on {engine}")
+    return default
+
+
+class ServerDatabases:
+    """One database per daphne on the suite's database server, each a copy of one migrated once
+    per run (PostgreSQL: CREATE DATABASE ... TEMPLATE; MariaDB: the template's CREATE TABLE
+    statements and rows). Named mcp_live_<checkout>_<pid>_<n>, dropped at exit; ones left by a
+    run that died (its pid gone) are dropped when the next run of this checkout starts."""
+
+    def __init__(self, config: dict):
+        self.config = config
+        self.postgres = config["ENGINE"].endswith("postgresql")
+        checkout = hashlib.sha1(str(ROOT).encode()).hexdigest()[:8]
+        self.prefix = f"mcp_live_{checkout}_"
+        self.template = f"{self.prefix}{os.getpid()}_template"
+        self.created: list[str] = []
+        self._count = 0
+        self._drop_abandoned()
+        self._create_empty(self.template)
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
+                       env={**os.environ, **self.env(self.template)})
+        atexit.register(self.drop_all)
+
+    def settings(self, name: str) -> dict:
+        """What daphne's DATABASES["default"] is: the suite's connection, kept open as a deployment would."""
+        settings = {k: v for k, v in self.config.items() if k != "TEST"}
+        return {**settings, "NAME": name, "CONN_MAX_AGE": None, "CONN_HEALTH_CHECKS": True}
+
+    def env(self, name: str) -> dict:
+        """The environment of a process (daphne, manage.py) using database `name` (tests.live_settings)."""
+        return {"DJANGO_SETTINGS_MODULE": "tests.live_settings", "MCP_TEST_SERVER_DB": json.dumps(self.settings(name))}
+
+    def connect(self, name: str | None = None):
+        """A DB-API connection (autocommit) to database `name`, or to the server itself."""
+        c = self.config
+        if self.postgres:
+            import psycopg
+
+            return psycopg.connect(host=c["HOST"] or None, port=c["PORT"] or None, user=c["USER"] or None,
+                                   password=c["PASSWORD"] or None, dbname=name or "postgres", autocommit=True)
+        import MySQLdb
+
+        kwargs = {"host": c["HOST"] or "127.0.0.1", "user": c["USER"], "password": c["PASSWORD"],
+                  "charset": "utf8mb4", "autocommit": True}
+        if c["PORT"]:
+            kwargs["port"] = int(c["PORT"])
+        if name:
+            kwargs["database"] = name
+        return MySQLdb.connect(**kwargs)
+
+    def _execute(self, *statements: str, name: str | None = None):
+        conn = self.connect(name)
+        try:
+            cursor = conn.cursor()
+            for statement in statements:
+                cursor.execute(statement)
+        finally:
+            conn.close()
+
+    def _quote(self, name: str) -> str:
+        return f'"{name}"' if self.postgres else f"`{name}`"
+
+    def _create_empty(self, name: str):
+        self._execute(f"CREATE DATABASE {self._quote(name)}" + ("" if self.postgres else " CHARACTER SET utf8mb4"))
+        self.created.append(name)
+
+    def _drop_abandoned(self):
+        conn = self.connect()
+        try:
+            cursor = conn.cursor()
+            if self.postgres:
+                cursor.execute("SELECT datname FROM pg_database WHERE datname LIKE %s", (self.prefix + "%",))
+            else:
+                cursor.execute("SHOW DATABASES LIKE %s", (self.prefix + "%",))
+            names = [row[0] for row in cursor.fetchall()]
+        finally:
+            conn.close()
+        for name in names:
+            pid = name[len(self.prefix):].split("_")[0]
+            if pid.isdigit() and not _alive(int(pid)):
+                self.drop(name)
+
+    def create(self) -> str:
+        """A fresh copy of the migrated template."""
+        self._count += 1
+        name = f"{self.prefix}{os.getpid()}_{self._count}"
+        if self.postgres:
+            self._execute(f'CREATE DATABASE "{name}" TEMPLATE "{self.template}"')
+            self.created.append(name)
+            return name
+        self._create_empty(name)
+        conn = self.connect(self.template)
+        try:
+            cursor = conn.cursor()
+            cursor.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = %s "
+                           "AND table_type = 'BASE TABLE'", (self.template,))
+            tables = [row[0] for row in cursor.fetchall()]
+            statements = ["SET FOREIGN_KEY_CHECKS = 0"]
+            for table in tables:
+                cursor.execute(f"SHOW CREATE TABLE `{table}`")
+                statements.append(cursor.fetchone()[1])
+            statements += [f"INSERT INTO `{name}`.`{t}` SELECT * FROM `{self.template}`.`{t}`" for t in tables]
+        finally:
+            conn.close()
+        self._execute(*statements, name=name)
+        return name
+
+    def drop(self, name: str):
+        try:
+            if self.postgres:
+                self._execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+            else:
+                self._execute(f"DROP DATABASE IF EXISTS `{name}`")
+        except Exception as exc:  # at exit, say so and go on with the others
+            print(f"tests/live.py: could not drop database {name}: {exc}", file=sys.stderr)
+
+    def drop_all(self):
+        for name in reversed(self.created):
+            self.drop(name)
+        self.created.clear()
+
+    def query(self, name: str, sql: str, params=()) -> list[tuple]:
+        """`sql` with SQLite's `?` placeholders, on database `name`."""
+        conn = self.connect(name)
+        try:
+            cursor = conn.cursor()
+            cursor.execute(sql.replace("%", "%%").replace("?", "%s"), tuple(params))
+            return [tuple(row) for row in cursor.fetchall()]
+        finally:
+            conn.close()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+_server_databases: list[ServerDatabases] = []
+
+
+def server_databases() -> ServerDatabases | None:
+    """The run's ServerDatabases when the suite is on PostgreSQL or MariaDB (made on first use)."""
+    config = suite_database()
+    if config is None:
+        return None
+    if not _server_databases:
+        _server_databases.append(ServerDatabases(config))
+    return _server_databases[0]
+
+
 class DaphneServer:
     """`daphne example_project.asgi:application` on 127.0.0.1 with MCP_TRANSPORT overrides.
 
-    `db`: serve an existing SQLite file (e.g. another, killed, server's `.db`) instead of a
-    fresh copy of the migrated template. `launcher`: the module run with `python -m`, the one the
-    README recommends unless told (plain "daphne" serves the same). `app`: the ASGI application.
+    Its database: a fresh copy of the migrated template, a SQLite file, or (the suite on
+    PostgreSQL or MariaDB: `suite_database`) a database of its own on that server. `db`: serve an
+    existing one instead (e.g. another, killed, server's `.db`: a SQLite path or a database name).
+    `launcher`: the module run with `python -m`, the one the README recommends unless told (plain
+    "daphne" serves the same). `app`: the ASGI application.
     """
 
     def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None,
@@ -71,7 +251,12 @@ class DaphneServer:
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="mcp-daphne-")
         _temp_dirs.append(self.dir)
-        self.db = db if db is not None else migrated_db(self.dir)
+        # Not for the scaled-out settings (MCP_TEST_SCALED): those name their own PostgreSQL database.
+        self.databases = None if self.extra_env.get("MCP_TEST_SCALED") else server_databases()
+        if self.databases is not None:
+            self.db = db if db is not None else self.databases.create()
+        else:
+            self.db = db if db is not None else migrated_db(self.dir)
         self.log_path = os.path.join(self.dir, "daphne.log")
         self.proc: subprocess.Popen | None = None
 
@@ -79,11 +264,40 @@ class DaphneServer:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.port}/mcp"
 
+    @property
+    def backend(self) -> str:
+        """"sqlite", "postgresql" or "mysql": what this server keeps its tables in."""
+        if self.databases is None:
+            return "sqlite"
+        return "postgresql" if self.databases.postgres else "mysql"
+
+    def db_env(self) -> dict:
+        """The environment variables that point a process (manage.py, daphne) at this server's database."""
+        if self.databases is not None:
+            return self.databases.env(self.db)
+        return {"DJANGO_SETTINGS_MODULE": "tests.live_settings", "MCP_EXAMPLE_DB": self.db}
+
+    def manage(self, *args: str) -> str:
+        """`manage.py <args>` on this server's database; its output."""
+        return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **self.db_env()},
+                              check=True, capture_output=True, text=True).stdout.strip()
+
+    def query(self, sql: str, params=()) -> list[tuple]:
+        """Rows of `sql` (SQLite's `?` placeholders, whatever the backend) on this server's database."""
+        if self.databases is not None:
+            return self.databases.query(self.db, sql, params)
+        import sqlite3
+
+        conn = sqlite3.connect(self.db, timeout=10)
+        try:
+            return conn.execute(sql, params).fetchall()
+        finally:
+            conn.close()
+
     def start(self) -> "DaphneServer":
         env = {
             **os.environ,
-            "DJANGO_SETTINGS_MODULE": "tests.live_settings",
-            "MCP_EXAMPLE_DB": self.db,
+            **self.db_env(),
             "MCP_TEST_TRANSPORT": json.dumps(self.transport),
             "PYTHONUNBUFFERED": "1",
             **self.extra_env,
@@ -93,13 +307,21 @@ class DaphneServer:
             [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port), self.app],
             cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
         )
+        try:
+            self._wait_until_serving()
+        except BaseException:
+            self.stop()  # not left running when it did not come up (or the wait itself failed)
+            raise
+        return self
+
+    def _wait_until_serving(self):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"daphne exited: {self.logs()}")
             try:
                 httpx.get(self.url, timeout=1)
-                return self
+                return
             except httpx.TransportError:
                 time.sleep(0.1)
         raise RuntimeError(f"daphne did not start: {self.logs()}")

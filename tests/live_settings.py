@@ -1,7 +1,8 @@
 """Settings for the daphne processes the tests start: the example project's, with overrides.
 
 MCP_TEST_TRANSPORT (JSON) is merged over MCP_TRANSPORT; MCP_EXAMPLE_DB picks the SQLite file;
-MCP_TEST_SCALED=1 switches to the scaled-out settings (PostgreSQL + Redis).
+MCP_TEST_SERVER_DB (JSON: DATABASES["default"]) a database on PostgreSQL or MariaDB instead (tests/live.py
+sets it when the suite runs on one); MCP_TEST_SCALED=1 switches to the scaled-out settings (PostgreSQL + Redis).
 """
 import json
 import os
@@ -13,6 +14,9 @@ else:
 from example_project.settings import MCP_TRANSPORT as _BASE
 
 MCP_TRANSPORT = {**_BASE, **json.loads(os.environ.get("MCP_TEST_TRANSPORT", "{}"))}
+
+if os.environ.get("MCP_TEST_SERVER_DB"):
+    DATABASES = {"default": json.loads(os.environ["MCP_TEST_SERVER_DB"])}
 
 if os.environ.get("MCP_TEST_TASK_RUNNER") == "1":
     # Django's Tasks framework (the django-tasks backport on 5.2) with its database backend.

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 from example_project.asgi import application
 from mcp_transport.protocol import jsonrpc
-from mcp_transport.testing import MCPCommunicator, parse_events
+from mcp_transport.testing import MCPCommunicator, ModernCommunicator, parse_events
 
 EXPLORE = os.environ.get("MCP_FUZZ_EXPLORE") == "1"
 
@@ -44,7 +44,8 @@ PARSE_CODES = {jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST}
 ERROR_CODES = {jsonrpc.PARSE_ERROR, jsonrpc.INVALID_REQUEST, jsonrpc.METHOD_NOT_FOUND, jsonrpc.INVALID_PARAMS,
                jsonrpc.INTERNAL_ERROR, jsonrpc.RESOURCE_NOT_FOUND, jsonrpc.URL_ELICITATION_REQUIRED,
                jsonrpc.REQUEST_CANCELLED, jsonrpc.SESSION_NOT_FOUND, jsonrpc.LIMIT_EXCEEDED,
-               jsonrpc.CLIENT_ANSWER_TIMEOUT}
+               jsonrpc.CLIENT_ANSWER_TIMEOUT, jsonrpc.HEADER_MISMATCH, jsonrpc.MISSING_CLIENT_CAPABILITY,
+               jsonrpc.UNSUPPORTED_PROTOCOL_VERSION}
 
 
 def strict_json(text: str):
@@ -364,9 +365,12 @@ def json_rpc_bodies(draw) -> bytes:
 @st.composite
 def requests(draw):
     """(method, headers, body chunks) for one HTTP exchange: mostly well-formed requests carrying
-    any JSON-RPC shape, some with a header or two wrong, some chaos. "VALID_SESSION" and
-    "VALID_EVENT" are replaced by a live session id and a real event id of it."""
-    mode = draw(st.sampled_from(["good"] * 6 + ["mutated"] * 3 + ["chaos"]))
+    any JSON-RPC shape, some with a header or two wrong, some chaos, some of the 2026-07-28 era.
+    "VALID_SESSION" and "VALID_EVENT" are replaced by a live session id and a real event id of it
+    (and "VALID_STATE" by a live requestState: `fill_in`)."""
+    mode = draw(st.sampled_from(["good"] * 6 + ["mutated"] * 3 + ["chaos"] + ["modern"] * 2))
+    if mode == "modern":  # a 2026-07-28 request among the sessions' (section (d))
+        return draw(modern_requests())
     if mode == "chaos":
         method = draw(st.sampled_from(["POST", "GET", "DELETE", "PUT", "PATCH", "OPTIONS", "HEAD", "TRACE", "BREW"]))
         headers = {}
@@ -429,8 +433,8 @@ async def asgi_exchange(method: str, headers: dict[str, str], chunks: list[bytes
             break
         if sse and method == "GET" and body:
             break
-        if sse and any(is_final(e) for e in parse_events(body.decode("utf-8"))):
-            break
+        if sse and any(is_final(e) or is_listen_ack(e) for e in parse_events(body.decode("utf-8"))):
+            break  # (a subscriptions/listen stream stays open: its acknowledgement is the answer)
     await comm.send_input({"type": "http.disconnect"})
     try:
         await comm.wait(timeout)
@@ -444,6 +448,10 @@ def is_final(event) -> bool:
         return False
     message = json.loads(event.data)
     return "method" not in message and ("result" in message or "error" in message)
+
+
+def is_listen_ack(event) -> bool:
+    return bool(event.data) and json.loads(event.data).get("method") == "notifications/subscriptions/acknowledged"
 
 
 def check_error_body(body: bytes):
@@ -483,8 +491,8 @@ def check_exchange(method, status, headers, body, complete):
             assert event.id is None or re.fullmatch(r"\d+-\d+", event.id), event.id
             if event.data:
                 check_response_message(strict_json(event.data))
-        if method == "POST":
-            assert any(is_final(e) for e in events), text  # every streamed call ended with its answer
+        if method == "POST":  # every streamed call ended with its answer; a listen stream is acknowledged
+            assert any(is_final(e) or is_listen_ack(e) for e in events), text
     else:
         if body == b"":
             assert method == "DELETE", (method, headers)
@@ -509,15 +517,9 @@ def _fresh_fuzz_state():
 @fuzz_settings(1500)
 @given(data=st.data())
 async def test_endpoint_answers_anything_with_a_spec_shaped_response(data):
-    state = fuzz_state.get("state")
-    if state is None or not state["alive"]:
-        client = MCPCommunicator(application)
-        await client.initialize()
-        echo = await client.call_tool("echo", {"message": "seed"})
-        state = fuzz_state["state"] = {"session": client.session_id, "event": echo.events[-1].id, "alive": True}
+    state = await modern_fuzz_state()
     method, headers, chunks = data.draw(requests())
-    headers = {k: v.replace("VALID_SESSION", state["session"]).replace("VALID_EVENT", state["event"])
-               for k, v in headers.items()}
+    headers, chunks = fill_in(state, headers, chunks)
     status, response_headers, body, complete = await asgi_exchange(method, headers, chunks)
     check_exchange(method, status, response_headers, body, complete)
     if method == "DELETE" and status == 200:
@@ -574,3 +576,231 @@ async def test_tool_text_cannot_break_sse_framing(text):
     assert notification["params"]["progressToken"] == text
     assert answer["id"] == request_id and answer["result"]["content"][0]["text"] == "done 1"
 
+
+
+# (d) MCP 2026-07-28 requests: the envelope (`_meta`) and the headers mirroring it, right or wrong
+
+MODERN_VERSION = "2026-07-28"
+VERSION_KEY = "io.modelcontextprotocol/protocolVersion"
+CAPABILITIES_KEY = "io.modelcontextprotocol/clientCapabilities"
+CLIENT_INFO_KEY = "io.modelcontextprotocol/clientInfo"
+LOG_LEVEL_KEY = "io.modelcontextprotocol/logLevel"
+MODERN_CODES = {jsonrpc.HEADER_MISMATCH, jsonrpc.MISSING_CLIENT_CAPABILITY, jsonrpc.UNSUPPORTED_PROTOCOL_VERSION}
+MRTR_TOOL = "test_input_required_result_elicitation"
+MRTR_TOOLS = [MRTR_TOOL, "test_input_required_result_multi_round", "test_input_required_result_multiple_inputs",
+              "test_input_required_result_sampling", "test_input_required_result_list_roots",
+              "test_input_required_result_capabilities", "test_missing_capability", "test_streaming_elicitation",
+              "test_header_param", "test_logging_tool", "test_trigger_tool_change"]
+ANSWER_KEYS = ["user_name", "step1", "step2", "greeting", "client_roots", "capital_question", "confirm",
+               "elicitation-1", "sampling-1", "roots-1"]
+# requestState: the live one (VALID_STATE, replaced before sending), altered, or anything.
+STATES = (st.sampled_from(["VALID_STATE", "VALID_STATEx", "xVALID_STATE", "VALID_STATE:VALID_STATE",
+                           "TRUNCATED_STATE", "", "::", "a:b:c"]) | json_values)
+answers = st.one_of(
+    st.fixed_dictionaries({"action": st.sampled_from(["accept", "decline", "cancel"]) | json_scalars},
+                          optional={"content": json_objects | json_values}),
+    st.fixed_dictionaries({"role": st.just("assistant"), "model": st.text(max_size=5),
+                           "content": st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=8)})
+                           | json_values}),
+    st.fixed_dictionaries({"roots": st.lists(st.fixed_dictionaries({"uri": URIS}) | json_values, max_size=3)
+                           | json_values}),
+    json_values,
+)
+input_responses = st.dictionaries(st.sampled_from(ANSWER_KEYS) | st.text(max_size=6), answers, max_size=4) | json_values
+envelopes = st.fixed_dictionaries(
+    {}, optional={
+        VERSION_KEY: st.sampled_from([MODERN_VERSION] * 8 + ["2025-11-25", "2099-01-01", ""]) | json_scalars,
+        CAPABILITIES_KEY: st.sampled_from([{}, {"elicitation": {}}, {"sampling": {}, "roots": {}},
+                                           {"elicitation": {}, "sampling": {}, "roots": {}}]) | json_values,
+        CLIENT_INFO_KEY: st.fixed_dictionaries({"name": st.text(max_size=8), "version": st.text(max_size=4)})
+        | json_values,
+        LOG_LEVEL_KEY: st.sampled_from(["debug", "info", "error", "emergency", "INFO", "loud"]) | json_scalars,
+        "progressToken": st.integers() | st.text(max_size=8) | json_values,
+    })
+listen_filters = st.fixed_dictionaries(
+    {}, optional={"toolsListChanged": st.booleans() | json_scalars, "promptsListChanged": st.booleans(),
+                  "resourcesListChanged": st.booleans() | json_scalars,
+                  "resourceSubscriptions": st.lists(URIS | json_scalars, max_size=5) | json_values}) | json_values
+MODERN_PARAMS = {
+    **{k: v for k, v in PARAMS_BY_METHOD.items() if k not in ("tools/call", "notifications/cancelled")},
+    "server/discover": st.just({}) | json_objects,
+    "tools/call": st.one_of(
+        tool_calls.map(lambda p: {k: v for k, v in p.items() if k != "_meta"}),
+        st.fixed_dictionaries({"name": st.sampled_from(MRTR_TOOLS), "arguments": st.just({}) | json_objects},
+                              optional={"inputResponses": input_responses, "requestState": STATES}),
+        st.fixed_dictionaries({"name": st.just("test_header_param"),
+                               "arguments": st.fixed_dictionaries({"region": st.text(max_size=6) | json_scalars})}),
+    ),
+    "subscriptions/listen": st.fixed_dictionaries({}, optional={"notifications": listen_filters}),
+}
+MODERN_HEADER_CHOICES = {
+    "mcp-protocol-version": [MODERN_VERSION, "2025-11-25", "2099-01-01", "", f"{MODERN_VERSION}, {MODERN_VERSION}"],
+    "mcp-method": ["tools/call", "tools/list", "server/discover", "subscriptions/listen", "",
+                   "=?base64?dG9vbHMvY2FsbA==?="],
+    "mcp-name": ["echo", "progress", "=?base64?ZWNobw==?=", "=?base64?!!?=", "=?base64??=", "=?base64?/w==?=",
+                 "test://static-text", MRTR_TOOL],
+    "mcp-param-region": ["eu", "=?base64?ZXU=?=", "=?base64?%?=", "1", "true"],
+    "mcp-session-id": ["VALID_SESSION", "0" * 32],
+}
+
+
+@st.composite
+def modern_messages(draw) -> dict:
+    """A 2026-07-28 request (rarely a notification or a response), its envelope right or wrong.
+    (Each choice's common case comes first: hypothesis favours it, when derandomized most of all.)"""
+    method = draw(st.sampled_from(["tools/call"] * 6 + ["subscriptions/listen"] * 2 + sorted(MODERN_PARAMS))
+                  | st.text(max_size=12))
+    params = draw(MODERN_PARAMS.get(method, json_objects))
+    params = dict(params) if isinstance(params, dict) else {}
+    envelope = draw(st.sampled_from(["right"] * 5 + ["edited", "edited", "dropped", "any"]))
+    if envelope == "any":
+        params["_meta"] = draw(envelopes | json_values)
+    else:
+        meta = {VERSION_KEY: MODERN_VERSION, CAPABILITIES_KEY: {"elicitation": {}, "sampling": {}, "roots": {}}}
+        if envelope == "edited":  # a key or two of the wrong type or value, or an optional one added
+            meta.update(draw(envelopes))
+        elif envelope == "dropped":
+            meta.pop(draw(st.sampled_from([VERSION_KEY, CAPABILITIES_KEY])))
+        params["_meta"] = meta
+    message = {"jsonrpc": "2.0", "method": method, "params": params}
+    kind = draw(st.sampled_from(["request"] * 18 + ["notification", "response"]))
+    if kind != "notification":
+        message["id"] = draw(st.integers(min_value=-(2 ** 63), max_value=2 ** 63) | st.text(max_size=12))
+    if kind == "response":  # a response carrying an envelope
+        message = {"jsonrpc": "2.0", "id": message["id"], "result": {"_meta": params["_meta"]}}
+    return message
+
+
+def _mirror(message: dict) -> dict[str, str]:
+    """The headers a correct client sends for this message (what the endpoint compares with the body)."""
+    params = message.get("params") if isinstance(message.get("params"), dict) else {}
+    meta = params.get("_meta") if isinstance(params.get("_meta"), dict) else {}
+    version = meta.get(VERSION_KEY)
+    headers = {"mcp-protocol-version": version if isinstance(version, str) and _plain(version) else MODERN_VERSION}
+    method = message.get("method")
+    if isinstance(method, str):
+        headers["mcp-method"] = method if _plain(method) else _b64(method)
+    target = params.get({"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}.get(method, ""))
+    if isinstance(target, str):
+        headers["mcp-name"] = target if _plain(target) else _b64(target)
+    region = (params.get("arguments") or {}).get("region") if isinstance(params.get("arguments"), dict) else None
+    if region is not None:
+        headers["mcp-param-region"] = (_b64(region) if isinstance(region, str) else
+                                       json.dumps(region) if not isinstance(region, (dict, list)) else "x")
+    return headers
+
+
+def _plain(value: str) -> bool:
+    return value.isascii() and value.isprintable() and value == value.strip() and not value.startswith("=?")
+
+
+def _b64(value: str) -> str:
+    import base64
+
+    return "=?base64?" + base64.b64encode(value.encode("utf-8", "surrogatepass")).decode() + "?="
+
+
+@st.composite
+def modern_requests(draw):
+    """(method, headers, body chunks) of a modern POST: mostly the headers mirroring the body, some
+    with one or two dropped, swapped for another value, or any Latin-1 text; the body sometimes cut."""
+    message = draw(modern_messages())
+    headers = {"host": "localhost", "accept": "application/json, text/event-stream",
+               "content-type": "application/json", **_mirror(message)}
+    if draw(st.sampled_from([False, False, True])):
+        for name in draw(st.lists(st.sampled_from(sorted(MODERN_HEADER_CHOICES)), min_size=1, max_size=2,
+                                  unique=True)):
+            action = draw(st.sampled_from(["drop", "choice", "choice", "text"]))
+            if action == "drop":
+                headers.pop(name, None)
+            elif action == "choice":
+                headers[name] = draw(st.sampled_from(MODERN_HEADER_CHOICES[name]))
+            else:
+                headers[name] = draw(header_text)
+    body = json.dumps(message).encode()
+    if draw(st.sampled_from([False] * 14 + [True])):
+        body = draw(mutated(st.just(body)))
+    cuts = sorted(draw(st.lists(st.integers(0, len(body)), max_size=2)))
+    return "POST", headers, [body[a:b] for a, b in zip([0, *cuts], [*cuts, len(body)])]
+
+
+async def modern_fuzz_state() -> dict:
+    """A live session (VALID_SESSION) and a live requestState for MRTR_TOOL's first round (VALID_STATE)."""
+    state = fuzz_state.get("state")
+    if state is None or not state["alive"]:
+        client = MCPCommunicator(application)
+        await client.initialize()
+        echo = await client.call_tool("echo", {"message": "seed"})
+        asked = await ModernCommunicator(application, capabilities={"elicitation": {}}).call_tool(MRTR_TOOL)
+        state = fuzz_state["state"] = {"session": client.session_id, "event": echo.events[-1].id, "alive": True,
+                                       "request_state": asked.result["requestState"]}
+    return state
+
+
+def fill_in(state: dict, headers: dict[str, str], chunks: list[bytes]):
+    """The placeholders replaced by the live session, event and request state."""
+    real = state.get("request_state", "")
+    values = {"VALID_SESSION": state["session"], "VALID_EVENT": state["event"],
+              "TRUNCATED_STATE": real[:len(real) // 2], "VALID_STATE": real}
+    for placeholder, value in values.items():
+        headers = {k: v.replace(placeholder, value) for k, v in headers.items()}
+        chunks = [c.replace(placeholder.encode(), value.encode()) for c in chunks]
+    return headers, chunks
+
+
+def check_modern_exchange(headers, chunks, status, response_headers, body):
+    """On top of check_exchange: what a modern request's answer must be."""
+    try:
+        message = json.loads(b"".join(chunks))
+    except ValueError:
+        return
+    if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
+        return
+    meta = message["params"].get("_meta")
+    if not (isinstance(meta, dict) and VERSION_KEY in meta) or status in (202, 406, 413, 415):
+        return
+    assert "mcp-session-id" not in response_headers, response_headers  # stateless, whatever it names
+    if not response_headers.get("content-type", "").startswith("application/json") or not body:
+        return
+    payload = strict_json(body.decode("utf-8"))
+    if "error" in payload and "id" in message and isinstance(message.get("method"), str):
+        code = payload["error"]["code"]
+        if code in MODERN_CODES:
+            assert status == 400, (status, payload)
+        # (-32700 and -32600: the body is no request, so its id is not one either: null, as JSON-RPC says.)
+        if code not in PARSE_CODES and jsonrpc._valid_id(message["id"]) and status != 403:
+            assert payload["id"] == message["id"], (message.get("id"), payload)
+
+
+@pytest.mark.django_db(transaction=True)
+@pytest.mark.timeout(300)
+@fuzz_settings(800)
+@given(data=st.data())
+@example(data=None)
+async def test_modern_requests_get_spec_shaped_answers(data):
+    state = await modern_fuzz_state()
+    if data is None:  # the live state itself, then the same tool with its answer: the happy path works
+        message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": MRTR_TOOL, "arguments": {}, "requestState": "VALID_STATE",
+            "inputResponses": {"user_name": {"action": "accept", "content": {"name": "Fuzz"}}},
+            "_meta": {VERSION_KEY: MODERN_VERSION, CAPABILITIES_KEY: {"elicitation": {}}}}}
+        headers = {"host": "localhost", "accept": "application/json, text/event-stream",
+                   "content-type": "application/json", **_mirror(message)}
+        headers, chunks = fill_in(state, headers, [json.dumps(message).encode()])
+        status, response_headers, body, _ = await asgi_exchange("POST", headers, chunks)
+        assert status == 200 and b"Hello, Fuzz!" in body, body
+        return
+    method, headers, chunks = data.draw(modern_requests())
+    headers, chunks = fill_in(state, headers, chunks)
+    status, response_headers, body, complete = await asgi_exchange(method, headers, chunks)
+    check_exchange(method, status, response_headers, body, complete)
+    check_modern_exchange(headers, chunks, status, response_headers, body)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_both_eras_still_work_after_the_modern_fuzzing():
+    client = MCPCommunicator(application)
+    await client.initialize()
+    assert (await client.call_tool("echo", {"message": "ok"})).result == {"content": [{"type": "text", "text": "ok"}]}
+    modern = await ModernCommunicator(application).call_tool("echo", {"message": "ok"})
+    assert modern.result["content"] == [{"type": "text", "text": "ok"}]

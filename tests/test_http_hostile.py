@@ -14,18 +14,24 @@ be blamed on the next test.
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass
 
 import pytest
 
+from mcp_transport.protocol.dispatch import MAX_KEPT_DEPTH
+from mcp_transport.protocol.jsonrpc import MAX_DEPTH
+
 from .http_support import (  # noqa: F401  (fixtures)
-    db, mcp, no_server_errors, open_sse, parse_id, progress_values, resume_all, responses_to, run_call,
-    server, statuses,
+    CAPABILITIES_KEY, CLIENT_INFO_KEY, LOG_LEVEL_KEY, VERSION_KEY, ModernClient, _server_errors, b64_header,
+    database_intact, db, json_column, mcp, modern, no_server_errors, open_sse, parse_id, progress_values,
+    resume_all, responses_to, run_call, server, statuses, wait_for,
 )
 from .live import ACCEPT_BOTH, VERSION, DaphneServer, MCPClient
 
@@ -229,6 +235,16 @@ def quarantine(quarantine_server):
 def last_event_get(client, last_event_id):
     return client.http.get(client.url, headers=client.headers({"Last-Event-ID": last_event_id},
                                                               accept="text/event-stream"))
+
+
+def test_the_server_keeps_its_tables_in_the_suites_database(c, example_server):
+    """Run with --ds=tests.settings_postgres or settings_mariadb (make test does), this battery meets
+    that database (its column types, lengths, NUL and JSON rules), not SQLite."""
+    from django.conf import settings
+
+    engine = settings.DATABASES["default"]["ENGINE"].rsplit(".", 1)[1]
+    assert example_server.backend == {"sqlite3": "sqlite"}.get(engine, engine)
+    assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_session WHERE id = ?", (c.session_id,)) == [(1,)]
 
 
 # Last-Event-ID
@@ -703,18 +719,35 @@ def test_100k_nesting_is_a_parse_error_not_a_recursion_crash(c, kind, where):
 
 
 @pytest.mark.parametrize("depth", [100, 500])
-def test_moderate_nesting_in_params_is_served(c, mcp, example_server, depth):
+def test_moderate_nesting_in_params_is_served(c, depth):
     deep = json.loads(_nested(depth))
     assert c.post(request("ping", 1, {"x": deep})).json()["result"] == {}
     _, reader = run_call(c, "echo", {"message": "m", "extra": deep})
     assert reader.messages[-1]["result"]["content"][0]["text"] == "m"
     _, reader = run_call(c, "progress", {"count": 1, "delay": 0}, progress_token={"deep": deep})
     assert progress_values(reader.messages, {"deep": deep}) == [1]
-    other = mcp()
-    assert other.initialize(capabilities={"experimental": {"deep": deep}})["protocolVersion"] == VERSION
-    stored = db(example_server, "SELECT client_capabilities FROM mcp_transport_session WHERE id = ?",
-                (other.session_id,))
-    assert json.loads(stored[0][0])["experimental"]["deep"] == deep
+
+
+@pytest.mark.parametrize("depth", [MAX_KEPT_DEPTH, MAX_KEPT_DEPTH + 1, 100, 500])
+def test_capabilities_nest_only_as_deep_as_every_database_keeps(mcp, example_server, depth):
+    """The session keeps its client's capabilities as JSON, and MariaDB's JSON check refuses 32
+    levels: initialize with deeper ones was a 500 there (IntegrityError), stored elsewhere. Now the
+    same on every database: kept exactly up to MAX_KEPT_DEPTH, -32602 and no session beyond."""
+    capabilities = {"experimental": {"deep": json.loads(_nested(depth - 2))}}
+    client = mcp()
+    sessions = db(example_server, "SELECT COUNT(*) FROM mcp_transport_session")
+    message = request("initialize", 7, {"protocolVersion": VERSION, "capabilities": capabilities,
+                                        "clientInfo": {"name": "deep", "version": "1"}})
+    response = client.post(message)
+    if depth <= MAX_KEPT_DEPTH:
+        assert response.status_code == 200, response.text
+        stored = db(example_server, "SELECT client_capabilities FROM mcp_transport_session WHERE id = ?",
+                    (response.headers["mcp-session-id"],))
+        assert json_column(stored[0][0]) == capabilities
+    else:
+        body = assert_rpc_error(response, 400, -32602, 7)
+        assert "capabilities" in body["error"]["message"]
+        assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_session") == sessions
 
 
 @pytest.mark.parametrize("number", [b"1e308", b"-1e308", b"1e-400", b"123456789012345678901234567890",
@@ -834,6 +867,944 @@ def test_valid_unicode_escapes_are_served_and_sent_back_as_json(c, escape):
     assert finals[-1] == {"jsonrpc": "2.0", "id": expected, "result": {"content": [{"type": "text", "text": expected}]}}
 
 
+# MCP 2026-07-28 ("modern") requests: request state, headers, _meta, listen streams, both eras side by side
+
+MRTR_TOOL = "test_input_required_result_elicitation"
+ASKING = {"elicitation": {}, "sampling": {}, "roots": {}}
+NAME_ANSWER = {"user_name": {"action": "accept", "content": {"name": "Ada"}}}
+
+
+@pytest.fixture
+def m(modern):
+    """A modern client that may be asked anything (elicitation, sampling, roots)."""
+    return modern(capabilities=ASKING)
+
+
+@pytest.fixture(scope="module")
+def bystander(example_server):
+    """A 2025-11-25 session opened before this module's modern requests, that every test checks is
+    still served afterwards (ping, a streamed call)."""
+    client = MCPClient(example_server.url, timeout=10)
+    client.initialize()
+    yield client
+    client.close()
+
+
+def assert_modern_error(reply, status: int, code: int, request_id, fragment: str | None = None) -> dict:
+    """A modern refusal: this status, one JSON body, a JSON-RPC error with the request's id."""
+    assert reply.status == status, (reply.status, reply.text[:300])
+    assert reply.headers["content-type"].startswith("application/json"), reply.headers
+    assert "mcp-session-id" not in reply.headers
+    body = strict_json(reply.text)
+    assert body["jsonrpc"] == "2.0" and body["id"] == request_id and "result" not in body, body
+    assert body["error"]["code"] == code, body
+    assert isinstance(body["error"]["message"], str) and body["error"]["message"], body
+    if fragment is not None:
+        assert fragment in body["error"]["message"], body
+    return body
+
+
+def assert_modern_healthy(client: "ModernClient"):
+    """A quick modern call and an MRTR round trip (the client declares elicitation) still work."""
+    echo = client.call("echo", {"message": "modern still fine"})
+    assert echo.status == 200 and echo.result["resultType"] == "complete", echo.text
+    assert echo.result["content"] == [{"type": "text", "text": "modern still fine"}]
+    first_message = client.message("tools/call", {"name": MRTR_TOOL, "arguments": {}})
+    first = client.send(first_message)
+    assert first.result["resultType"] == "input_required", first.text
+    done = client.retry(first, first_message, NAME_ANSWER)
+    assert done.result["content"][0]["text"] == "Hello, Ada!", done.text
+
+
+def assert_both_eras_serve(session_client, client):
+    """After the hostile request: a session (legacy) and a stateless (modern) client are both served."""
+    assert_healthy(session_client)
+    assert_modern_healthy(client)
+
+
+def reseal(state: str, *, age: float = 0, change=None) -> str:
+    """The server's own requestState, re-signed with its key (the example project's SECRET_KEY, the
+    same in this process): `change(payload)` edits it, `age` dates it that many seconds back."""
+    from unittest import mock
+
+    from django.core import signing
+
+    from mcp_transport.protocol import mrtr
+
+    payload = signing.loads(state, key=mrtr._key(), salt=mrtr.SALT)
+    if change is not None:
+        change(payload)
+    stamp = signing.b62_encode(int(time.time() - age))
+    with mock.patch.object(signing.TimestampSigner, "timestamp", lambda self: stamp):
+        return signing.dumps(payload, key=mrtr._key(), salt=mrtr.SALT, compress=True)
+
+
+def first_round(client, name=MRTR_TOOL, arguments=None):
+    message = client.message("tools/call", {"name": name, "arguments": arguments or {}})
+    reply = client.send(message)
+    assert reply.status == 200 and reply.result["resultType"] == "input_required", reply.text
+    return message, reply
+
+
+def with_state(client, message, state, answers=NAME_ANSWER, request_id=None, **changes):
+    params = {**message["params"], "inputResponses": answers, "requestState": state, **changes}
+    return client.send({**message, "id": client.next_id() if request_id is None else request_id, "params": params})
+
+
+def signed_elsewhere(payload) -> str:
+    from django.core import signing
+
+    from mcp_transport.protocol import mrtr
+
+    return signing.dumps(payload, key="another-deployment-key", salt=mrtr.SALT, compress=True)
+
+
+def other_salt(payload) -> str:
+    from django.core import signing
+
+    from mcp_transport.protocol import mrtr
+
+    return signing.dumps(payload, key=mrtr._key(), salt="django.core.signing", compress=True)
+
+
+FORGERIES = {
+    "last-char": lambda s: s[:-1] + ("A" if s[-1] != "A" else "B"),
+    "truncated": lambda s: s[: len(s) // 2],
+    "signature-only": lambda s: s.rsplit(":", 1)[1],
+    "payload-flipped": lambda s: ("." + s[2:]) if s.startswith(".") else ("x" + s[1:]),
+    "empty": lambda s: "",
+    "colons": lambda s: "::::",
+    "garbage": lambda s: "not a state at all \u00e9\u4e2d",
+    "other-key": lambda s: signed_elsewhere({"b": ["", "tools/call", MRTR_TOOL, "0"], "a": {}, "p": {}}),
+    "other-salt": lambda s: other_salt({"b": ["", "tools/call", MRTR_TOOL, "0"], "a": {}, "p": {}}),
+    "nul": lambda s: s + "\x00",
+    "whitespace": lambda s: " " + s + "\n",
+}
+
+
+@pytest.mark.parametrize("how", list(FORGERIES))
+def test_forged_request_state_is_invalid_params(bystander, m, how):
+    message, first = first_round(m)
+    state = FORGERIES[how](first.result["requestState"])
+    reply = with_state(m, message, state, request_id=f"forged-{how}")
+    assert_modern_error(reply, 400, -32602, f"forged-{how}", "requestState")
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("payload", [[1, 2], "b", None, 7, {"b": "x"}, {}, {"a": {}, "p": {}}],
+                         ids=["list", "string", "null", "number", "b-string", "empty", "no-binding"])
+def test_validly_signed_state_of_another_shape_is_invalid_params(m, payload):
+    """Signed with the server's own key but not a state it made: refused, never a crash."""
+    from django.core import signing
+
+    from mcp_transport.protocol import mrtr
+
+    message, _ = first_round(m)
+    state = signing.dumps(payload, key=mrtr._key(), salt=mrtr.SALT, compress=True)
+    assert_modern_error(with_state(m, message, state, request_id=9), 400, -32602, 9, "another request")
+
+
+def test_expired_request_state_is_invalid_params_and_says_so(bystander, m):
+    message, first = first_round(m)
+    state = first.result["requestState"]
+    expired = with_state(m, message, reseal(state, age=900 + 60), request_id="late")
+    assert_modern_error(expired, 400, -32602, "late", "expired")
+    # The same state, re-dated to now, is the server's own again: only its age was refused.
+    fresh = with_state(m, message, reseal(state), request_id="on-time")
+    assert fresh.status == 200 and fresh.result["content"][0]["text"] == "Hello, Ada!", fresh.text
+    assert_both_eras_serve(bystander, m)
+
+
+def test_replayed_request_state_answers_the_same_and_cannot_change_an_earlier_answer(m):
+    """requestState is not single-use (the spec's retries must be safe to repeat): a replay gets the
+    same answer, and a replayed later round keeps the answers it signed, whatever the client adds."""
+    message = m.message("tools/call", {"name": "test_input_required_result_multi_round", "arguments": {}})
+    r1 = m.send(message)
+    r2 = m.retry(r1, message, {"step1": {"action": "accept", "content": {"name": "Ada"}}})
+    assert list(r2.result["inputRequests"]) == ["step2"]
+    blue = {"step2": {"action": "accept", "content": {"color": "blue"}}}
+    done = [m.retry(r2, message, blue) for _ in range(3)]
+    assert [d.result["content"][0]["text"] for d in done] == ["Ada likes blue"] * 3
+    # Round 1's state again, after round 2: asks step2 again, as it did the first time.
+    again = m.retry(r1, message, {"step1": {"action": "accept", "content": {"name": "Ada"}}})
+    assert list(again.result["inputRequests"]) == ["step2"]
+    # Round 2's state with a new answer to step1: the signed one stands.
+    forged = m.retry(r2, message, {"step1": {"action": "accept", "content": {"name": "Mallory"}}, **blue})
+    assert forged.result["content"][0]["text"] == "Ada likes blue"
+
+
+@pytest.mark.parametrize("change", ["arguments", "tool", "method", "principal", "uri"])
+def test_request_state_for_another_request_is_invalid_params(bystander, m, change):
+    message, first = first_round(m, "test_elicitation", {"message": "m"})
+    state = first.result["requestState"]
+    answers = {next(iter(first.result["inputRequests"])): {"action": "accept", "content": {"username": "u"}}}
+    if change == "arguments":
+        reply = with_state(m, message, state, answers, arguments={"message": "other"})
+    elif change == "tool":
+        reply = with_state(m, message, state, answers, name=MRTR_TOOL)
+    elif change == "method":
+        prompt = m.message("prompts/get", {"name": "test_input_required_result_prompt", "arguments": {},
+                                           "requestState": state, "inputResponses": answers})
+        reply = m.send(prompt)
+    elif change == "principal":
+        reply = with_state(m, message, reseal(state, change=lambda p: p["b"].__setitem__(0, "someone-else")), answers)
+    else:
+        read = m.message("resources/read", {"uri": "test://static-text", "requestState": state})
+        reply = m.send(read)
+    assert_modern_error(reply, 400, -32602, reply.final["id"], "another request")
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("state", [1, 1.5, True, [], ["x"], {}, {"b": []}, None],
+                         ids=["int", "float", "bool", "empty-list", "list", "empty-object", "object", "null"])
+def test_request_state_that_is_not_a_string_is_invalid_params(m, state):
+    message = m.message("tools/call", {"name": MRTR_TOOL, "arguments": {}, "requestState": state}, "typed")
+    assert_modern_error(m.send(message), 400, -32602, "typed", "requestState")
+
+
+def test_absurdly_large_request_state_is_refused_without_a_500(bystander, m, example_server):
+    message = m.message("tools/call", {"name": MRTR_TOOL, "arguments": {}, "requestState": "A" * 3_500_000}, "big")
+    assert_modern_error(m.send(message), 400, -32602, "big", "requestState")
+    # A real state with a megabyte of colons and base64 after it: still only "not valid".
+    _, first = first_round(m)
+    padded = first.result["requestState"] + ":" + "QUFB" * 250_000
+    message = m.message("tools/call", {"name": MRTR_TOOL, "arguments": {}, "requestState": padded}, "padded")
+    assert_modern_error(m.send(message), 400, -32602, "padded", "requestState")
+    # Past MAX_REQUEST_BYTES (4 MiB): the HTTP refusal, 413, before any parsing.
+    message = m.message("tools/call", {"name": MRTR_TOOL, "arguments": {}, "requestState": "A" * 5_000_000})
+    reply = m.send(message)
+    assert reply.status == 413 and strict_json(reply.text)["error"]["code"] == -32600
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("responses", [[], [NAME_ANSWER], "user_name", 12, True, None],
+                         ids=["list", "list-of-answers", "string", "number", "bool", "null"])
+def test_input_responses_that_are_not_an_object_are_invalid_params(m, responses):
+    message = m.message("tools/call", {"name": MRTR_TOOL, "arguments": {}, "inputResponses": responses}, "r")
+    assert_modern_error(m.send(message), 400, -32602, "r", "inputResponses")
+
+
+@pytest.mark.parametrize("answer", [12345, "accept", [], None, True, {"action": "maybe"}, {"action": None},
+                                    {"action": ["accept"]}, {"content": {"name": "x"}}],
+                         ids=["number", "string", "list", "null", "bool", "unknown-action", "null-action",
+                              "list-action", "no-action"])
+def test_an_answer_of_the_wrong_shape_is_invalid_params_or_asked_again(m, answer):
+    """The tool asks again when the answer is missing (null), and -32602 when it is no answer at all."""
+    message = m.message("tools/call", {"name": MRTR_TOOL, "arguments": {}, "inputResponses": {"user_name": answer}},
+                        "a")
+    reply = m.send(message)
+    if answer is None:
+        assert reply.status == 200 and list(reply.result["inputRequests"]) == ["user_name"], reply.text
+        return
+    # After dispatch (the tool asked): a JSON-RPC error in a 200, as any tool's invalid params.
+    assert_modern_error(reply, 200, -32602, "a", "inputResponses.user_name")
+
+
+@pytest.mark.parametrize("kind", ["sampling", "roots"])
+def test_sampling_and_roots_answers_of_the_wrong_shape_are_invalid_params(m, kind):
+    name, key, bad = {"sampling": ("test_input_required_result_sampling", "capital_question", {"content": "Paris"}),
+                      "roots": ("test_input_required_result_list_roots", "client_roots", {"roots": "file:///"})}[kind]
+    message = m.message("tools/call", {"name": name, "arguments": {}, "inputResponses": {key: bad}}, kind)
+    assert_modern_error(m.send(message), 200, -32602, kind, key)
+
+
+@pytest.mark.parametrize("name, key, answer", [
+    (MRTR_TOOL, "user_name", {"action": "accept", "content": "Ada"}),
+    (MRTR_TOOL, "user_name", {"action": "accept", "content": ["Ada"]}),
+    ("test_input_required_result_list_roots", "client_roots", {"roots": [1, None, "x"]}),
+    ("test_input_required_result_list_roots", "client_roots", {"roots": [{"name": "no uri"}]}),
+    ("test_input_required_result_list_roots", "client_roots", {"roots": [{"uri": 7}]}),
+    ("test_input_required_result_sampling", "capital_question", {"content": [None, 1]}),
+    ("test_input_required_result_sampling", "capital_question", {"content": {"text": "no type"}}),
+    ("test_input_required_result_sampling", "capital_question", {"content": [{"type": 1}]}),
+], ids=["content-string", "content-list", "roots-scalars", "root-without-uri", "root-uri-int", "blocks-scalars",
+        "block-without-type", "block-type-int"])
+def test_answers_of_the_right_kind_but_wrong_insides_are_invalid_params(bystander, m, name, key, answer):
+    """What a tool reads in an answer is checked too: such answers once reached the tools, which
+    failed on them (AttributeError, a traceback in the log, an isError result)."""
+    reply = m.call(name, inputResponses={key: answer}, request_id="insides")
+    assert_modern_error(reply, 200, -32602, "insides", key)
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("name, key, answer, text", [
+    (MRTR_TOOL, "user_name", {"action": "decline"}, "Hello, stranger!"),
+    (MRTR_TOOL, "user_name", {"action": "accept", "content": None}, "Hello, stranger!"),
+    ("test_input_required_result_list_roots", "client_roots", {"roots": []}, "The client has 0 root(s): "),
+    ("test_input_required_result_sampling", "capital_question", {"content": []}, "The model says: "),
+    ("test_input_required_result_sampling", "capital_question",
+     {"content": [{"type": "text", "text": "Paris"}, {"type": "image", "data": "", "mimeType": "image/png"}]},
+     "The model says: Paris"),
+])
+def test_minimal_answers_of_the_right_shape_are_taken(m, name, key, answer, text):
+    reply = m.call(name, inputResponses={key: answer})
+    assert reply.status == 200 and reply.result["content"][0]["text"] == text, reply.text
+
+
+def test_many_unasked_answers_and_odd_keys_are_ignored(m):
+    answers = {f"k{i}": {"action": "accept", "content": {}} for i in range(20_000)}
+    answers.update({"": {"action": "accept"}, "\x00": {"action": "accept"}, "\u00e9\U0001f600": 1, **NAME_ANSWER})
+    reply = m.call(MRTR_TOOL, inputResponses=answers)
+    assert reply.status == 200 and reply.result["content"][0]["text"] == "Hello, Ada!", reply.text[:300]
+
+
+@pytest.mark.parametrize("depth", [100_000, 2_000])
+def test_deeply_nested_answers_and_state_are_parse_errors(bystander, m, depth):
+    for where in ("inputResponses", "requestState"):
+        body = ('{"jsonrpc":"2.0","id":"deep","method":"tools/call","params":{"name":"%s","arguments":{},'
+                '"_meta":%s,"%s":%s}}' % (MRTR_TOOL, json.dumps(m.meta()), where, _nested(depth, "mixed")))
+        reply = m.send({"method": "tools/call", "params": {"name": MRTR_TOOL}}, raw=body.encode())
+        assert_modern_error(reply, 400, -32700, None)
+    assert_both_eras_serve(bystander, m)
+
+
+def test_answers_as_deep_as_a_message_may_nest_are_kept_in_the_state(m):
+    """An answer nested to the parser's limit goes into the signed state and back (it once passed the
+    parser and broke signing: RecursionError, the tool failed)."""
+    message = m.message("tools/call", {"name": "test_input_required_result_multi_round", "arguments": {}})
+    deep = json.loads(_nested(MAX_DEPTH - 12))
+    r2 = m.send({**message, "params": {**message["params"], "inputResponses": {
+        "step1": {"action": "accept", "content": {"name": "Ada", "deep": deep}}}}})
+    assert r2.status == 200 and list(r2.result["inputRequests"]) == ["step2"], r2.text[:300]
+    done = m.retry(r2, message, {"step2": {"action": "accept", "content": {"color": "red"}}})
+    assert done.result["content"][0]["text"] == "Ada likes red"
+
+
+# Nesting right at the limit, wherever it is: served, or -32700, never the RecursionError of a
+# message that parsed and could not be digested or serialized again (a 500 at 970 levels once).
+NEAR_LIMIT = sorted({MAX_DEPTH - 6, MAX_DEPTH - 2, MAX_DEPTH - 1, MAX_DEPTH, MAX_DEPTH + 1, 960, 970, 975})
+DEEP_PLACES = {
+    "modern-arguments": ("tools/call", {"name": "echo", "arguments": {"message": "x", "deep": "@@"}}),
+    "modern-prompt": ("prompts/get", {"name": "test_simple_prompt", "arguments": {"x": "@@"}}),
+    "modern-read": ("resources/read", {"uri": "test://static-text", "x": "@@"}),
+    "modern-answers": ("tools/call", {"name": "test_input_required_result_multi_round", "arguments": {},
+                                      "inputResponses": {"step1": {"action": "accept", "content": {"d": "@@"}}}}),
+    "modern-token": ("tools/call", {"name": "progress", "arguments": {"count": 1, "delay": 0},
+                                    "_meta": "meta+token"}),
+    "modern-listen": ("subscriptions/listen", {"notifications": {"x": "@@"}}),
+    "legacy-arguments": ("legacy", {"name": "echo", "arguments": {"message": "x", "deep": "@@"}}),
+    "legacy-token": ("legacy", {"name": "progress", "arguments": {"count": 1, "delay": 0},
+                                "_meta": {"progressToken": "@@"}}),
+}
+
+
+@pytest.mark.parametrize("place", list(DEEP_PLACES))
+def test_nesting_at_the_parsers_limit_is_served_or_a_parse_error(bystander, m, place):
+    method, params = DEEP_PLACES[place]
+    for depth in NEAR_LIMIT:
+        if method == "legacy":
+            message = request("tools/call", f"{place}-{depth}", dict(params))
+        else:
+            message = m.message(method, dict(params), f"{place}-{depth}")
+            if params.get("_meta") == "meta+token":
+                message["params"]["_meta"] = {**m.meta(), "progressToken": "@@"}
+        body = json.dumps(message).replace('"@@"', _nested(depth - 5))
+        if method == "legacy":
+            response = bystander.post_raw(body)
+            status, text = response.status_code, response.text
+        elif method == "subscriptions/listen":
+            with m.http.stream("POST", m.url, content=body, headers=m.headers(message)) as response:
+                status = response.status_code
+                text = next(response.iter_text(), "")
+        else:
+            reply = m.send(message, raw=body.encode())
+            status, text = reply.status, reply.text
+        assert status in (200, 400), (depth, status, text[:200])
+        if status == 400:
+            assert '"code":-32700' in text, (depth, text[:200])
+        else:
+            assert '"code":-32603' not in text and "Internal error" not in text, (depth, text[:300])
+    assert_both_eras_serve(bystander, m)
+
+
+# Headers that do not mirror the body
+
+
+def modern_call_message(client, name="echo", arguments=None, request_id="h"):
+    return client.message("tools/call", {"name": name, "arguments": {"message": "x"} if arguments is None
+                                         else arguments}, request_id)
+
+
+@pytest.mark.parametrize("headers, without, code, fragment", [
+    ({}, ["MCP-Protocol-Version"], -32020, "MCP-Protocol-Version"),
+    ({"MCP-Protocol-Version": "2025-11-25"}, [], -32020, "does not match"),
+    ({"MCP-Protocol-Version": "2026-07-28, 2026-07-28"}, [], -32020, "does not match"),
+    ({"MCP-Protocol-Version": ""}, [], -32020, "does not match"),
+    ({"MCP-Protocol-Version": "2026-07-29"}, [], -32020, "does not match"),
+    ({}, ["Mcp-Method"], -32020, "Mcp-Method"),
+    ({"Mcp-Method": "tools/list"}, [], -32020, "Mcp-Method"),
+    ({"Mcp-Method": "Tools/Call"}, [], -32020, "Mcp-Method"),
+    ({"Mcp-Method": "tools/call, tools/call"}, [], -32020, "Mcp-Method"),
+    ({"Mcp-Method": b64_header("tools/call")}, [], -32020, "Mcp-Method"),
+    ({}, ["Mcp-Name"], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "progress"}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "ECHO"}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "echo, echo"}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "=?base64?!!?="}, [], -32020, "base64"),
+    ({"Mcp-Name": "=?base64?ZWNobw?="}, [], -32020, "base64"),  # no padding
+    ({"Mcp-Name": "=?base64?ZWNo bw==?="}, [], -32020, "base64"),
+    ({"Mcp-Name": "=?base64??="}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": b64_header(b"\xff\xfeecho")}, [], -32020, "UTF-8"),
+    ({"Mcp-Name": b64_header("echo\x00")}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": b64_header("progress")}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "=?BASE64?ZWNobw==?="}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "=?base64?" + "QUFB" * 2500 + "?="}, [], -32020, "Mcp-Name"),
+    ({"Mcp-Name": "e" * 12_000}, [], -32020, "Mcp-Name"),
+])
+def test_headers_that_do_not_mirror_the_body_are_header_mismatch(bystander, m, headers, without, code, fragment):
+    reply = m.send(modern_call_message(m), headers=headers, without=without)
+    assert_modern_error(reply, 400, code, "h", fragment)
+    assert_both_eras_serve(bystander, m)
+
+
+def test_header_values_are_compared_after_trimming_and_decoding(m, example_server):
+    message = modern_call_message(m)
+    for name in (b" echo ", b"\techo\t", b64_header("echo").encode(), b"  " + b64_header("echo").encode() + b" "):
+        hdrs = [(k, v) for k, v in m.headers(message, without=["Mcp-Name", "Mcp-Method", "Accept",
+                                                               "Content-Type"]).items()]
+        data = http_request(example_server.port, body=json.dumps(message).encode(),
+                            headers=hdrs + [("Mcp-Name", name), ("Mcp-Method", b" tools/call\t")])
+        response = exchange(example_server.port, data)
+        assert response.status == 200 and response.json["result"]["content"][0]["text"] == "x", (name, response)
+
+
+@pytest.mark.parametrize("body_name, header, outcome", [
+    ("\u00e9cho", b64_header("\u00e9cho"), "unknown"),
+    ("echo\x00", b64_header("echo\x00"), "unknown"),
+    ("\x00", b64_header("\x00"), "unknown"),
+    ("\u00e9cho", "\u00e9cho".encode("utf-8"), "mismatch"),  # raw UTF-8 bytes in the header
+    ("\u00e9cho", "\u00e9cho".encode("latin-1"), "mismatch"),
+    ("echo", b"ech\x7fo", "mismatch"),
+    ("echo", b"ech\x01o", "mismatch"),
+    ("echo", b"echo\x0b", "refused"),
+    ("echo", b"echo\x00", "refused"),
+    ("echo", b"echo\rX-Injected: 1", "refused"),
+    ("echo", b"echo\nX-Injected: 1", "refused"),
+    ("echo", b"echo\r\n injected-fold", "refused"),
+    ("x" * 5000, b64_header("x" * 5000).encode(), "unknown"),
+])
+def test_names_a_header_cannot_carry_raw_are_refused_or_compared_decoded(bystander, m, example_server, body_name,
+                                                                         header, outcome):
+    """Raw bytes no client library sends (over a socket): a 400 from the HTTP layer or -32020 from
+    the endpoint; the same name in the base64 form reaches the tool lookup (-32602 unknown tool)."""
+    message = m.message("tools/call", {"name": body_name, "arguments": {}}, "raw-name")
+    hdrs = [(k, v) for k, v in m.headers(message, without=["Mcp-Name", "Accept", "Content-Type"]).items()]
+    data = http_request(example_server.port, body=json.dumps(message).encode(),
+                        headers=hdrs + [("Mcp-Name", header if isinstance(header, bytes) else header.encode())])
+    try:
+        response = exchange(example_server.port, data, timeout=5)
+    except (ConnectionError, socket.timeout):
+        response = None
+    if outcome == "refused":
+        assert response is None or response.status == 400, response
+        assert_refused(response)
+        if response is not None and response.headers.get("content-type", "").startswith("application/json"):
+            assert response.json["error"]["code"] in (-32020, -32600)
+    elif outcome == "mismatch":
+        assert_rpc_error(response, 400, -32020, "raw-name")
+    else:
+        body = assert_rpc_error(response, 200, -32602, "raw-name")
+        assert "Unknown tool" in body["error"]["message"] or "unknown" in body["error"]["message"].lower()
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("method, params", [
+    ("prompts/get", {"name": "test_simple_prompt"}),
+    ("resources/read", {"uri": "test://static-text"}),
+    ("resources/read", {"uri": "test://template/\u00e9\U0001f600/data"}),
+])
+def test_prompts_and_resources_name_their_target_in_mcp_name_too(m, method, params):
+    message = m.message(method, params, "target")
+    assert m.send(message).status == 200  # base64 for the URI that is not ASCII (ModernClient.headers)
+    for headers, without in (({}, ["Mcp-Name"]), ({"Mcp-Name": "test://other"}, []),
+                             ({"Mcp-Name": "=?base64?!!?="}, []), ({"Mcp-Name": b64_header("test://other")}, [])):
+        assert_modern_error(m.send(message, headers=headers, without=without), 400, -32020, "target", "Mcp-Name")
+
+
+@pytest.mark.parametrize("headers, without, fragment", [
+    ({}, ["Mcp-Param-Region"], "Mcp-Param-Region"),
+    ({"Mcp-Param-Region": "us"}, [], "Mcp-Param-Region"),
+    ({"Mcp-Param-Region": "=?base64?%%%?="}, [], "base64"),
+    ({"Mcp-Param-Region": "eu-west, eu-west"}, [], "Mcp-Param-Region"),
+    ({"Mcp-Param-Region": "r" * 12_000}, [], "Mcp-Param-Region"),
+])
+def test_param_headers_that_do_not_mirror_the_arguments_are_header_mismatch(m, headers, without, fragment):
+    message = m.message("tools/call", {"name": "test_header_param", "arguments": {"region": "eu-west"}}, "p")
+    hdrs = {"Mcp-Param-Region": "eu-west", **headers}
+    assert_modern_error(m.send(message, headers=hdrs, without=without), 400, -32020, "p", fragment)
+    assert m.send(message, headers={"Mcp-Param-Region": "eu-west"}).result["content"][0]["text"].startswith(
+        "region=eu-west")
+
+
+@pytest.mark.parametrize("region, outcome", [
+    (1, "invalid"), (1.0, "invalid"), (True, "invalid"), (None, "invalid"), ([], "no-header"), ({"a": 1}, "no-header"),
+    ("\u00e9\U0001f600", "served"), ("a\x00b", "served"), ("x" * 5000, "served"),
+], ids=["int", "float", "bool", "null", "list", "object", "unicode", "nul", "5k"])
+def test_param_headers_for_arguments_of_any_type(m, region, outcome):
+    """Whatever the argument's type, the header check answers: a header matching a scalar lets the
+    tool's own validation speak (an isError result), a list or an object has no header form (-32020),
+    and strings of any content travel in the base64 form."""
+    message = m.message("tools/call", {"name": "test_header_param", "arguments": {"region": region}}, "typed")
+    header = {str: b64_header, bool: lambda v: "true" if v else "false", int: str, float: lambda v: "1",
+              type(None): lambda v: "null"}.get(type(region))
+    reply = m.send(message, headers={"Mcp-Param-Region": header(region)} if header else {})
+    if outcome == "no-header":
+        assert_modern_error(reply, 400, -32020, "typed", "Mcp-Param-Region")
+        return
+    assert reply.status == 200, reply.text
+    text = reply.result["content"][0]["text"]
+    if outcome == "invalid":
+        assert reply.result["isError"] is True and "region" in text, reply.text
+    else:
+        assert text == f"region={region} query=", reply.text[:200]
+
+
+@pytest.mark.parametrize("headers", [
+    [("Mcp-Name", "a" * 20_000)],
+    [("Mcp-Param-Region", "a" * 1_000_000)],
+    [(f"Mcp-Param-X{i}", "v") for i in range(1000)],
+    [(f"Mcp-Param-X{i}", "v" * 8000) for i in range(20)],
+], ids=["20k-name", "1M-param", "1000-params", "20x8k-params"])
+def test_oversized_mcp_headers_are_refused_by_the_http_layer(bystander, m, example_server, headers):
+    message = modern_call_message(m)
+    base = [(k, v) for k, v in m.headers(message, without=["Accept", "Content-Type"]).items()]
+    data = http_request(example_server.port, body=json.dumps(message).encode(), headers=base + headers)
+    try:
+        response = exchange(example_server.port, data)
+    except (ConnectionError, BrokenPipeError):
+        response = None
+    assert_refused(response)
+    assert_both_eras_serve(bystander, m)
+
+
+# _meta: missing, malformed, every key of the wrong type
+
+META_CASES = {
+    "missing": (None, -32602),
+    "meta-list": ([], -32602),
+    "meta-string": ("2026-07-28", -32602),
+    "meta-null": ("null", -32602),
+    "meta-number": (1, -32602),
+    "version-missing": ({"drop": VERSION_KEY}, -32602),
+    "version-int": ({VERSION_KEY: 20260728}, -32602),
+    "version-null": ({VERSION_KEY: None}, -32602),
+    "version-list": ({VERSION_KEY: ["2026-07-28"]}, -32602),
+    "version-object": ({VERSION_KEY: {}}, -32602),
+    "version-empty": ({VERSION_KEY: ""}, -32020),
+    "version-nul": ({VERSION_KEY: "2026-07-28\x00"}, -32020),
+    "version-spaces": ({VERSION_KEY: " 2026-07-28"}, -32020),
+    "capabilities-missing": ({"drop": CAPABILITIES_KEY}, -32602),
+    "capabilities-list": ({CAPABILITIES_KEY: []}, -32602),
+    "capabilities-string": ({CAPABILITIES_KEY: "all"}, -32602),
+    "capabilities-null": ({CAPABILITIES_KEY: None}, -32602),
+    "capabilities-bool": ({CAPABILITIES_KEY: True}, -32602),
+    "client-info-list": ({CLIENT_INFO_KEY: ["tests"]}, -32602),
+    "client-info-string": ({CLIENT_INFO_KEY: "tests"}, -32602),
+    "client-info-number": ({CLIENT_INFO_KEY: 1}, -32602),
+    "log-level-int": ({LOG_LEVEL_KEY: 7}, -32602),
+    "log-level-list": ({LOG_LEVEL_KEY: ["info"]}, -32602),
+    "log-level-upper": ({LOG_LEVEL_KEY: "INFO"}, -32602),
+    "log-level-nul": ({LOG_LEVEL_KEY: "info\x00"}, -32602),
+    "log-level-empty": ({LOG_LEVEL_KEY: ""}, -32602),
+    "log-level-bool": ({LOG_LEVEL_KEY: False}, -32602),
+}
+
+
+@pytest.mark.parametrize("case", list(META_CASES))
+@pytest.mark.parametrize("method", ["tools/call", "tools/list", "subscriptions/listen"])
+def test_malformed_meta_is_a_clear_error(m, case, method):
+    change, code = META_CASES[case]
+    params = {"tools/call": {"name": "echo", "arguments": {"message": "x"}}, "tools/list": {},
+              "subscriptions/listen": {"notifications": {"toolsListChanged": True}}}[method]
+    message = m.message(method, params, f"meta-{case}")
+    if change is None:
+        del message["params"]["_meta"]
+    elif change == "null":
+        message["params"]["_meta"] = None
+    elif isinstance(change, dict) and "drop" in change:
+        del message["params"]["_meta"][change["drop"]]
+    elif isinstance(change, dict):
+        message["params"]["_meta"].update(change)
+    else:
+        message["params"]["_meta"] = change
+    # The headers a client would send for 2026-07-28: the body's own version is checked against them.
+    assert_modern_error(m.send(message), 400, code, f"meta-{case}")
+
+
+@pytest.mark.parametrize("info", [
+    {"name": "a\x00b", "version": "1\x00"}, {"name": None}, {}, {"name": ["x"], "version": {"v": 1}},
+    {"name": "x" * 100_000}, {"\x00": "\x00"}, {"name": "\u00e9\U0001f600\u2028"},
+], ids=["nul", "null-name", "empty", "odd-types", "100k", "nul-key", "unicode"])
+def test_client_info_of_any_content_is_only_read_never_kept(bystander, m, example_server, info):
+    """Stateless: clientInfo is not stored, so NUL and odd types are served on every database."""
+    sessions = db(example_server, "SELECT COUNT(*) FROM mcp_transport_session")
+    reply = m.request("tools/call", {"name": "echo", "arguments": {"message": "x"}},
+                      meta=m.meta(**{CLIENT_INFO_KEY: info}))
+    assert reply.status == 200 and reply.result["content"][0]["text"] == "x", reply.text[:300]
+    assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_session") == sessions
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("version", ["2025-11-25", "2025-06-18", "2099-01-01", "x" * 5000, "\u00e9"])
+def test_a_version_no_modern_request_may_name_is_unsupported_with_the_list(m, version):
+    """Header and body agree on a version this envelope cannot ask for: -32022 lists 2026-07-28."""
+    msg = m.message("tools/list", {}, "v", meta=m.meta(**{VERSION_KEY: version}))
+    header = version if version.isascii() else b64_header(version)
+    reply = m.send(msg, headers={"MCP-Protocol-Version": header})
+    if not version.isascii():
+        assert_modern_error(reply, 400, -32020, "v")  # the version header has no base64 form
+        return
+    body = assert_modern_error(reply, 400, -32022, "v")
+    assert body["error"]["data"] == {"supported": ["2026-07-28"], "requested": version}
+
+
+def test_modern_responses_and_notifications_from_a_client(m):
+    response = {"jsonrpc": "2.0", "id": 5, "result": {"_meta": m.meta()}}
+    reply = m.send(response, headers={"Mcp-Method": "x"})
+    # No params, so nothing says modern but the header: a modern client sends no responses.
+    assert reply.status == 400 and strict_json(reply.text)["error"]["code"] == -32600
+    notification = {"jsonrpc": "2.0", "method": "notifications/cancelled",
+                    "params": {"requestId": "nothing", "_meta": m.meta()}}
+    reply = m.send(notification)
+    assert reply.status == 202 and reply.text == ""
+    garbage = {"jsonrpc": "2.0", "method": "notifications/\x00", "params": {"_meta": [1, {"\x00": None}]}}
+    assert m.send(garbage, headers={"Mcp-Method": b64_header("notifications/\x00")}).status == 202
+
+
+# subscriptions/listen with absurd filters, and many listen streams opened and dropped
+
+
+@pytest.mark.parametrize("notifications, fragment", [
+    (None, "notifications"), ([], "notifications"), ("all", "notifications"), (1, "notifications"),
+    ({"toolsListChanged": "yes"}, "toolsListChanged"), ({"promptsListChanged": 1}, "promptsListChanged"),
+    ({"resourcesListChanged": []}, "resourcesListChanged"),
+    ({"resourceSubscriptions": "test://x"}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": {"test://x": True}}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": [1, 2]}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": [None]}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": [["test://x"]]}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": [""]}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": ["test://x\x00"]}, "resourceSubscriptions"),
+    ({"resourceSubscriptions": ["test://ok"] * 50_000 + [7]}, "resourceSubscriptions"),
+])
+def test_listen_with_an_absurd_filter_is_invalid_params(bystander, m, notifications, fragment):
+    message = m.message("subscriptions/listen", {}, "listen")
+    if notifications is not None:
+        message["params"]["notifications"] = notifications
+    assert_modern_error(m.send(message), 400, -32602, "listen", fragment)
+    assert_both_eras_serve(bystander, m)
+
+
+def open_descriptors(server) -> int:
+    """How many files and sockets the daphne process holds (Linux)."""
+    return len(os.listdir(f"/proc/{server.proc.pid}/fd"))
+
+
+def settled_descriptors(server) -> int:
+    """The fewest over half a second: once the connections of what came just before were let go."""
+    counts = []
+    for _ in range(10):
+        counts.append(open_descriptors(server))
+        time.sleep(0.05)
+    return min(counts)
+
+
+def read_ack(reader) -> dict:
+    ack = reader.next_message()
+    assert ack is not None and ack["method"] == "notifications/subscriptions/acknowledged", ack
+    return ack
+
+
+def test_listen_with_a_huge_list_of_uris_acknowledges_them_once_each_and_delivers(bystander, m, modern):
+    uris = [f"test://r/{i}" for i in range(60_000)] + ["test://watched-resource"] * 3 + ["test://\u00e9\U0001f600"]
+    with m.listen({"resourceSubscriptions": uris}, "huge") as reader:
+        assert reader.status == 200 and reader.headers["content-type"] == "text/event-stream"
+        ack = read_ack(reader)
+        agreed = ack["params"]["notifications"]["resourceSubscriptions"]
+        assert len(agreed) == 60_002 and agreed[-2:] == ["test://watched-resource", "test://\u00e9\U0001f600"]
+        changer = modern()
+        assert changer.call("update_resource", {"uri": "test://not-listened"}).status == 200
+        assert changer.call("update_resource", {"uri": "test://\u00e9\U0001f600"}).status == 200
+        update = reader.next_message()
+        assert update["method"] == "notifications/resources/updated", update
+        assert update["params"]["uri"] == "test://\u00e9\U0001f600"
+        assert update["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "huge"}
+    assert_both_eras_serve(bystander, m)
+
+
+@pytest.mark.parametrize("listen_id", ["\x00", "x" * 50_000, 2 ** 70, -1, "\u2028id: 9\n\ndata: x", ""],
+                         ids=["nul", "50k", "huge-int", "negative", "sse-injection", "empty"])
+def test_listen_ids_of_any_kind_are_echoed_exactly(m, listen_id):
+    with m.listen({"toolsListChanged": True}, listen_id) as reader:
+        ack = read_ack(reader)
+    assert ack["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": listen_id}
+
+
+def test_listen_needs_an_sse_client(m):
+    """Refused before the body is read (every POST must accept both): no id to echo."""
+    message = m.message("subscriptions/listen", {"notifications": {"toolsListChanged": True}}, "json-only")
+    assert_modern_error(m.send(message, accept="application/json"), 406, -32600, None, "text/event-stream")
+
+
+def test_many_listen_streams_opened_and_dropped_leave_the_server_serving(bystander, m, modern, example_server):
+    """Forty listen streams at once, half dropped before their acknowledgement was read, half after,
+    some reset: daphne lets every connection go, a new listener still gets its change, both
+    eras still work, and the server logged nothing."""
+    assert_modern_healthy(m)  # warm: the database connections daphne keeps are open
+    before = settled_descriptors(example_server)
+    message = m.message("subscriptions/listen", {"notifications": {"toolsListChanged": True,
+                                                                   "resourceSubscriptions": ["test://w"]}}, "many")
+    hdrs = [(k, v) for k, v in m.headers(message, without=["Accept", "Content-Type"]).items()]
+    data = http_request(example_server.port, body=json.dumps(message).encode(), headers=hdrs)
+
+    def open_one(i):
+        conn = RawConnection(example_server.port)
+        conn.send(data)
+        if i % 2:
+            while b"acknowledged" not in conn.buffer:
+                assert conn._fill(), conn.buffer
+        return conn
+
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(8) as pool:
+        socks = list(pool.map(open_one, range(40)))
+    assert wait_for(lambda: open_descriptors(example_server) >= before + 40)  # all forty held at once
+    for i, conn in enumerate(socks):
+        if i % 4 == 0:  # a quarter reset (linger 0), the rest closed
+            conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        conn.close()
+    # Every connection is let go (the listen's pump ends with it); a few descriptors of slack.
+    assert wait_for(lambda: open_descriptors(example_server) <= before + 2), open_descriptors(example_server)
+    changer = modern()
+    assert changer.call("test_trigger_tool_change").status == 200  # fans out to whatever is left
+    with m.listen({"toolsListChanged": True}, "after") as reader:
+        read_ack(reader)
+        assert changer.call("test_trigger_tool_change").status == 200
+        note = reader.next_message()
+        assert note["method"] == "notifications/tools/list_changed"
+        assert note["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "after"}
+    assert_both_eras_serve(bystander, m)
+
+
+def test_modern_calls_dropped_mid_stream_are_let_go(bystander, m, example_server):
+    """Streaming modern calls (progress) whose clients vanish after the first event: their
+    connections are let go and the server goes on serving (the calls are cancelled, never finished)."""
+    assert_modern_healthy(m)
+    before = settled_descriptors(example_server)
+    conns = []
+    for i in range(12):
+        message = m.message("tools/call", {"name": "progress", "arguments": {"count": 400, "delay": 0.05},
+                                           "_meta": {**m.meta(), "progressToken": i}}, f"dropped-{i}")
+        hdrs = [(k, v) for k, v in m.headers(message, without=["Accept", "Content-Type"]).items()]
+        conn = RawConnection(example_server.port)
+        conn.send(http_request(example_server.port, body=json.dumps(message).encode(), headers=hdrs))
+        conns.append(conn)
+    for conn in conns:
+        while b"notifications/progress" not in conn.buffer:
+            assert conn._fill(), conn.buffer
+        assert b"text/event-stream" in conn.buffer.split(b"\r\n\r\n")[0]
+        conn.close()
+    assert wait_for(lambda: open_descriptors(example_server) <= before + 2), open_descriptors(example_server)
+    assert_both_eras_serve(bystander, m)
+
+
+def test_listen_streams_held_open_do_not_block_other_clients(bystander, m, modern):
+    from contextlib import ExitStack
+
+    with ExitStack() as stack:
+        readers = [stack.enter_context(modern().listen({"promptsListChanged": True}, i)) for i in range(12)]
+        for reader in readers:
+            read_ack(reader)
+        assert_both_eras_serve(bystander, m)
+        assert modern().call("test_trigger_prompt_change").status == 200
+        for i, reader in enumerate(readers):
+            note = reader.next_message()
+            assert note["method"] == "notifications/prompts/list_changed" and \
+                note["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"] == i
+
+
+# Both eras on one endpoint: modern requests naming sessions, sessions sending modern envelopes
+
+
+def session_row(server, session_id):
+    return db(server, "SELECT log_level, terminated_at, client_name FROM mcp_transport_session WHERE id = ?",
+              (session_id,))
+
+
+def session_streams(server, session_id):
+    return db(server, "SELECT COUNT(*) FROM mcp_transport_stream WHERE session_id = ?", (session_id,))[0][0]
+
+
+@pytest.mark.parametrize("which", ["live", "deleted", "unknown", "garbage"])
+def test_a_modern_request_naming_a_session_is_served_stateless_and_touches_it_not(c, m, mcp, example_server, which):
+    session_id = {"live": c.session_id, "unknown": "0" * 32, "garbage": "x\u00e9" * 40}.get(which)
+    if which == "deleted":
+        gone = mcp()
+        gone.initialize()
+        assert gone.delete().status_code == 200
+        session_id = gone.session_id
+    before_row, before_streams = session_row(example_server, c.session_id), session_streams(example_server,
+                                                                                             c.session_id)
+    header = {"Mcp-Session-Id": session_id if session_id.isascii() else b64_header(session_id)}
+    echo = m.call("echo", {"message": "stateless"}, headers=header)
+    assert echo.status == 200 and echo.result["resultType"] == "complete", echo.text
+    assert "mcp-session-id" not in echo.headers
+    # The session-era methods are not there for it, whichever session it names.
+    level = m.request("logging/setLevel", {"level": "debug"}, headers=header, request_id="lvl")
+    assert_modern_error(level, 404, -32601, "lvl")
+    subscribe = m.request("resources/subscribe", {"uri": "test://watched-resource"}, headers=header, request_id="sub")
+    assert_modern_error(subscribe, 404, -32601, "sub")
+    assert session_row(example_server, c.session_id) == before_row
+    assert session_streams(example_server, c.session_id) == before_streams
+    assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_subscription WHERE session_id = ?",
+              (c.session_id,)) == [(0,)]
+    assert_both_eras_serve(c, m)
+
+
+@pytest.mark.parametrize("meta, code", [
+    ({VERSION_KEY: "2026-07-28", CAPABILITIES_KEY: {}}, -32020),
+    ({VERSION_KEY: "2025-11-25", CAPABILITIES_KEY: {}}, -32020),
+    ({VERSION_KEY: "2026-07-28"}, -32602),
+    ({VERSION_KEY: None, CAPABILITIES_KEY: {}}, -32602),
+    ({VERSION_KEY: 2026, "progressToken": "t"}, -32602),
+    ({VERSION_KEY: "\x00", CAPABILITIES_KEY: {"\x00": "\x00"}}, -32020),
+], ids=["modern", "legacy-version", "no-capabilities", "null-version", "int-version", "nul"])
+@pytest.mark.parametrize("method", ["tools/call", "ping", "resources/subscribe", "logging/setLevel"])
+def test_a_sessions_request_with_a_modern_envelope_is_refused_and_the_session_unchanged(c, example_server, meta,
+                                                                                          code, method):
+    """The body says 2026-07-28, the headers name a 2025-11-25 session: the modern path's clear error
+    (with the id), and nothing of the session is touched (no stream, level, subscription)."""
+    params = {"tools/call": {"name": "echo", "arguments": {"message": "x"}}, "ping": {},
+              "resources/subscribe": {"uri": "test://watched-resource"},
+              "logging/setLevel": {"level": "debug"}}[method]
+    before_row, before_streams = session_row(example_server, c.session_id), session_streams(example_server,
+                                                                                             c.session_id)
+    response = c.post(request(method, "envelope", {**params, "_meta": meta}))
+    assert_rpc_error(response, 400, code, "envelope")
+    assert "mcp-session-id" not in response.headers
+    assert session_row(example_server, c.session_id) == before_row
+    assert session_streams(example_server, c.session_id) == before_streams
+    assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_subscription WHERE session_id = ?",
+              (c.session_id,)) == [(0,)]
+    assert_healthy(c)
+
+
+def test_a_session_era_initialize_with_a_modern_envelope_and_header(mcp, m, example_server):
+    """initialize is never modern unless its _meta says so: with the modern key it is a method the
+    modern path does not have (404), without it a session as before (a client falling back keeps
+    its header)."""
+    sessions = db(example_server, "SELECT COUNT(*) FROM mcp_transport_session")
+    init = m.message("initialize", {"protocolVersion": "2025-11-25", "capabilities": {},
+                                    "clientInfo": {"name": "t", "version": "1"}}, "init")
+    assert_modern_error(m.send(init), 404, -32601, "init")
+    # Without the modern key but with the modern header: a session-era initialize, served as one.
+    plain = request("initialize", "plain", init["params"] | {"_meta": {}})
+    response = m.http.post(m.url, json=plain, headers=m.headers(plain))
+    assert response.status_code == 200 and response.json()["result"]["protocolVersion"] == VERSION
+    assert db(example_server, "SELECT COUNT(*) FROM mcp_transport_session") == [(sessions[0][0] + 1,)]
+    legacy = mcp()
+    assert legacy.initialize()["protocolVersion"] == VERSION
+
+
+# A session's client answering the server's questions with garbage (the same checks as MRTR answers)
+
+LEGACY_ANSWERS = {
+    "error-code-string": ({"error": {"code": "boom", "message": 5}}, -32603),
+    "error-code-float": ({"error": {"code": 1.5, "message": "m"}}, -32603),
+    "error-code-bool": ({"error": {"code": True, "message": "m"}}, -32603),
+    "error-empty": ({"error": {}}, -32603),
+    "error-kept": ({"error": {"code": -1, "message": "User rejected", "data": {"x": 1}}}, -1),
+    "result-number": ({"result": 5}, -32602),
+    "result-list": ({"result": [1]}, -32602),
+    "result-string": ({"result": "accept"}, -32602),
+    "no-action": ({"result": {"content": {"name": "x"}}}, -32602),
+    "content-string": ({"result": {"action": "accept", "content": "Ada"}}, -32602),
+    "roots-string": ({"result": {"roots": "file:///"}}, -32602),
+    "roots-without-uri": ({"result": {"roots": [{"name": "x"}]}}, -32602),
+}
+
+
+@pytest.mark.parametrize("case", list(LEGACY_ANSWERS))
+def test_a_sessions_garbage_answers_end_the_call_with_a_json_rpc_error(mcp, bystander, case):
+    """Such answers once reached the tools, which failed on them (a traceback in the log, an isError
+    result), and an error answer with a code that is not an integer was passed on as the call's own
+    error, which JSON-RPC does not allow. Now: -32602 for an answer of the wrong shape, the client's
+    error as it sent it when it is a JSON-RPC error, -32603 when not."""
+    answer, code = LEGACY_ANSWERS[case]
+    roots = "roots" in json.dumps(answer)
+    client = mcp()
+    client.initialize({"elicitation": {}, "roots": {}})
+    tool = "test_input_required_result_list_roots" if roots else MRTR_TOOL
+    with open_sse(client, "POST", request("tools/call", "asks", {"name": tool, "arguments": {}})) as reader:
+        ask = reader.read_until(lambda message: "method" in message and "id" in message)
+        assert ask["method"] == ("roots/list" if roots else "elicitation/create"), ask
+        assert client.post({"jsonrpc": "2.0", "id": ask["id"], **answer}).status_code == 202
+        final = reader.read_until(lambda message: message.get("id") == "asks")
+    assert "result" not in final and final["error"]["code"] == code, final
+    assert isinstance(final["error"]["message"], str) and final["error"]["message"], final
+    if case == "error-kept":
+        assert final["error"] == answer["error"]
+    assert_healthy(client)
+    assert_healthy(bystander)
+
+
+# Authenticated: another principal's request state, and modern requests naming its sessions
+
+SECURED = {"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]}
+
+
+@pytest.fixture(scope="module")
+def auth_server():
+    """A daphne with bearer tokens for two users (anonymous requests served too)."""
+    s = DaphneServer(SECURED)
+    s.manage("shell", "-c", "from django.contrib.auth.models import User; "
+                            "User.objects.create_user('ann'); User.objects.create_user('ben')")
+    s.tokens = {name: s.manage("mcp_token", "create", name) for name in ("ann", "ben")}
+    s.start()
+    yield s
+    s.stop()
+    errors = _server_errors(s.logs())
+    assert not errors, "daphne logged errors:\n" + "\n".join(errors)
+
+
+def test_another_principals_request_state_is_invalid_params(auth_server, modern, mcp):
+    ann, ben, anonymous = (modern(server=auth_server, capabilities={"elicitation": {}}) for _ in range(3))
+    ann.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ann']}"
+    ben.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ben']}"
+    message, first = first_round(ann)
+    state = first.result["requestState"]
+    for thief, label in ((ben, "ben"), (anonymous, "anonymous")):
+        stolen = with_state(thief, message, state, request_id=label)
+        assert_modern_error(stolen, 400, -32602, label, "another request")
+    mine = with_state(ann, message, state, request_id="ann")
+    assert mine.status == 200 and mine.result["content"][0]["text"] == "Hello, Ada!", mine.text
+    # And the other way round: an anonymous client's state is no good to ann.
+    message, first = first_round(anonymous)
+    assert_modern_error(with_state(ann, message, first.result["requestState"], request_id=1), 400, -32602, 1)
+
+
+def test_a_modern_request_naming_another_principals_session_is_served_as_its_own(auth_server, modern, mcp):
+    owner = mcp(auth_server)
+    owner.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ann']}"
+    owner.initialize()
+    ben = modern(server=auth_server)
+    ben.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ben']}"
+    echo = ben.call("echo", {"message": "ben"}, headers={"Mcp-Session-Id": owner.session_id})
+    assert echo.status == 200 and echo.result["content"][0]["text"] == "ben" and "mcp-session-id" not in echo.headers
+    # The session is still ann's alone: ben's legacy requests on it are 404, ann's are served.
+    intruder = mcp(auth_server)
+    intruder.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ben']}"
+    intruder.session_id, intruder.version = owner.session_id, owner.version
+    assert intruder.post(request("ping", 3)).status_code == 404
+    assert owner.request("ping")["result"] == {}
+
+
+def test_the_shared_server_serves_both_eras_after_the_modern_battery(bystander, m, example_server):
+    assert_both_eras_serve(bystander, m)
+    assert database_intact(example_server)
+
+
 # Afterwards
 
 
@@ -843,4 +1814,4 @@ def test_the_shared_server_is_healthy_after_the_battery(mcp, example_server):
     assert_healthy(client)
     _, reader = run_call(client, "progress", {"count": 5, "delay": 0}, progress_token="after")
     assert progress_values(reader.messages, "after") == [1, 2, 3, 4, 5]
-    assert db(example_server, "PRAGMA integrity_check") == [("ok",)]
+    assert database_intact(example_server)

@@ -112,8 +112,12 @@ class RequestHost:
         finally:
             pending.pop(key, None)
         if "error" in response:
+            # Passed on as the request's own error: only as JSON-RPC allows one (an integer code, a message).
             error = response["error"]
-            raise JSONRPCError(error.get("code", jsonrpc.INTERNAL_ERROR), error.get("message", ""), error.get("data"))
+            code, message = error.get("code"), error.get("message")
+            raise JSONRPCError(code if isinstance(code, int) and not isinstance(code, bool) else jsonrpc.INTERNAL_ERROR,
+                               message if isinstance(message, str) and message else f"The client failed {method}",
+                               error.get("data"))
         return response.get("result") or {}
 
     async def close_connection(self, retry_ms):

@@ -26,6 +26,7 @@ from ..conf import mcp_settings
 from ..models import Task
 from ..protocol import jsonrpc, tasks
 from ..protocol.jsonrpc import JSONRPCError
+from ..protocol.context import check_answer
 from ..protocol.mrtr import check_response
 from ..storage import store
 from ..wakeups.relay import Relay
@@ -306,8 +307,10 @@ class Tasks:
 
     async def _ask_on_stream(self, server, row: Task, principal: str, key: str, request: dict, ctx):
         params = tasks.with_related({"params": request.get("params") or {}}, row.pk)["params"]
+        method = request.get("method", "")
         try:
-            answer = await ctx.host.request(request.get("method", ""), params, None)
+            answer = check_answer(f"the client's {method} result", method,
+                                  await ctx.host.request(method, params, None))
         except JSONRPCError as exc:
             logger.info("The client answered question %s of task %s with an error: %s", key, row.pk, exc.message)
             return

@@ -13,6 +13,38 @@ from .content import ToolError
 INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",
                       "roots/list": "roots"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
+ELICIT_ACTIONS = ("accept", "decline", "cancel")
+
+
+def _content_block(block) -> bool:
+    return isinstance(block, dict) and isinstance(block.get("type"), str)
+
+
+def check_answer(where: str, method: str, response) -> dict:
+    """A client's answer to one of the server's questions has the shape of the result the question
+    asks for, down to what a tool reads in it: an elicitation's action and content (an object), a
+    sampling result's content blocks (objects with a type), roots (objects with a URI). -32602
+    naming `where` if not: a tool never gets an answer it cannot read. (Other methods' answers, as
+    they come.)"""
+    if method not in INPUT_CAPABILITIES:
+        return response
+    if not isinstance(response, dict):
+        raise jsonrpc.InvalidParams(f"Invalid params: {where} must be an object")
+    if method == "elicitation/create":
+        if response.get("action") not in ELICIT_ACTIONS:
+            raise jsonrpc.InvalidParams(f"Invalid params: {where}.action must be one of {', '.join(ELICIT_ACTIONS)}")
+        if response.get("content") is not None and not isinstance(response["content"], dict):
+            raise jsonrpc.InvalidParams(f"Invalid params: {where}.content must be an object")
+    elif method == "sampling/createMessage":
+        content = response.get("content")
+        if not all(_content_block(block) for block in (content if isinstance(content, list) else [content])):
+            raise jsonrpc.InvalidParams(f"Invalid params: {where} must be a sampling result with content")
+    elif method == "roots/list":
+        roots = response.get("roots")
+        if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str)
+                                                  for r in roots):
+            raise jsonrpc.InvalidParams(f"Invalid params: {where}.roots must be a list of roots with a uri")
+    return response
 
 
 class Host(Protocol):
@@ -143,7 +175,7 @@ class Context:
         if self._task_id() is not None or self.inputs is not None:
             key = key or self._next_key(method)
             return (await self.ask({key: {"method": method, "params": params or {}}}, timeout))[key]
-        return await self.host.request(method, params, timeout)
+        return check_answer(f"the client's {method} result", method, await self.host.request(method, params, timeout))
 
     def _task_id(self):
         return self.task.task_id if self.task is not None else None
@@ -167,7 +199,8 @@ class Context:
             return self.inputs.answers(requests)
         answers = await asyncio.gather(*(self.host.request(r["method"], r["params"] or None, timeout)
                                          for r in requests.values()))
-        return dict(zip(requests, answers))
+        return {key: check_answer(f"the client's {r['method']} result", r["method"], answer)
+                for (key, r), answer in zip(requests.items(), answers)}
 
     async def continue_as_task(self, status_message: str | None = None) -> bool:
         """From here on, run as a task: the client gets the task's handle now and polls for the

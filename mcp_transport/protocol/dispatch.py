@@ -4,7 +4,7 @@ from __future__ import annotations
 from . import jsonrpc
 from .content import ResourceNotFound, prompt_messages, resource_contents
 from .context import LOG_LEVELS, Context
-from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound
+from .jsonrpc import InvalidParams, JSONRPCError, MethodNotFound, json_depth
 from .registry import ArgumentsError, call_tool
 from .tasks import SESSION_CAPABILITY
 
@@ -18,6 +18,9 @@ DEFAULT_HEADER_VERSION = "2025-03-26"
 # the others are answered with one JSON body (a choice the spec leaves to the server).
 STREAMING_METHODS = frozenset({"tools/call", "prompts/get", "resources/read", "tasks/result"})
 COMPLETION_LIMIT = 100
+# How deep what a session keeps as JSON (its client capabilities) may nest, the object itself
+# counted: MariaDB's JSON_VALID (the check on a JSONField there) refuses 32 levels.
+MAX_KEPT_DEPTH = 31
 
 
 def negotiate(requested) -> str:
@@ -126,6 +129,8 @@ class Dispatcher:
                 raise InvalidParams(f"Invalid params: '{key}' must be an object")
             if holds_nul(params.get(key)):
                 raise InvalidParams(f"Invalid params: '{key}' must not contain NUL characters")
+            if json_depth(params.get(key)) > MAX_KEPT_DEPTH:
+                raise InvalidParams(f"Invalid params: '{key}' nests deeper than {MAX_KEPT_DEPTH} levels")
         version = negotiate(requested)
         result = {
             "protocolVersion": version,

@@ -89,6 +89,29 @@ def _valid_id(value) -> bool:
     return (isinstance(value, str) or isinstance(value, int)) and not isinstance(value, bool)
 
 
+# How deep a message may nest. Python's parser stops only at the interpreter's recursion limit,
+# less the stack under it: a message just below that parsed, then failed (RecursionError, a 500) where
+# it was serialized again on a deeper stack (request-state digests and signing, stored answers).
+MAX_DEPTH = 512
+
+
+def json_depth(value) -> int:
+    """How deeply a JSON value nests (a scalar 0, `{}` and `[]` 1), without recursion."""
+    deepest = 0
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
+
+
 def parse(body: bytes) -> Message:
     """Bytes -> Message, raising ParseError / InvalidRequest with a precise message."""
     try:
@@ -99,6 +122,9 @@ def parse(body: bytes) -> Message:
         data = _DECODER.decode(text)
     except (ValueError, RecursionError) as exc:
         raise ParseError(f"Parse error: {exc}") from None
+    # Only a body with that many brackets can nest that deep: others are not walked.
+    if text.count("[") + text.count("{") > MAX_DEPTH and json_depth(data) > MAX_DEPTH:
+        raise ParseError(f"Parse error: nested deeper than {MAX_DEPTH} levels")
     if _SURROGATE_ESCAPE.search(text):
         try:
             json.dumps(data, ensure_ascii=False).encode("utf-8")

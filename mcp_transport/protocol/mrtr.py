@@ -23,13 +23,12 @@ from django.conf import settings
 from django.core import signing
 
 from ..conf import mcp_settings
-from .context import INPUT_CAPABILITIES
+from .context import INPUT_CAPABILITIES, check_answer
 from .jsonrpc import InvalidParams
 
 SALT = "mcp_transport.request_state"
 # Parameters that carry the previous round, not the request itself: they are not part of its digest.
 ROUND_PARAMS = ("_meta", "inputResponses", "requestState")
-ELICIT_ACTIONS = ("accept", "decline", "cancel")
 
 
 class InputRequired(BaseException):
@@ -63,15 +62,7 @@ def _key() -> str:
 
 def check_response(key: str, method: str, response) -> dict:
     """The client's answer has the shape of the result its question asks for (-32602 if not)."""
-    if not isinstance(response, dict):
-        raise InvalidParams(f"Invalid params: inputResponses.{key} must be an object")
-    if method == "elicitation/create" and response.get("action") not in ELICIT_ACTIONS:
-        raise InvalidParams(f"Invalid params: inputResponses.{key}.action must be one of {', '.join(ELICIT_ACTIONS)}")
-    if method == "sampling/createMessage" and not isinstance(response.get("content"), (dict, list)):
-        raise InvalidParams(f"Invalid params: inputResponses.{key} must be a sampling result with content")
-    if method == "roots/list" and not isinstance(response.get("roots"), list):
-        raise InvalidParams(f"Invalid params: inputResponses.{key}.roots must be a list")
-    return response
+    return check_answer(f"inputResponses.{key}", method, response)
 
 
 class Inputs:
