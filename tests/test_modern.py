@@ -533,3 +533,16 @@ async def test_on_a_session_a_missing_capability_is_a_tool_error_result():
     response = await client.call_tool("test_elicitation", {"message": "x"})
     assert response.result["isError"] is True
     assert "did not declare the 'elicitation' capability" in response.result["content"][0]["text"]
+
+
+async def test_a_listen_stream_whose_client_does_not_read_is_ended_not_grown():
+    from mcp_transport.execution import modern as modern_execution
+
+    listen = worker.modern.open_listen("default", "slow-reader", {"toolsListChanged": True})
+    try:
+        for _ in range(modern_execution.MAX_LISTEN_BACKLOG + 50):
+            worker.modern.deliver("default", "notifications/tools/list_changed", None)
+        assert listen.queue.qsize() == modern_execution.MAX_LISTEN_BACKLOG + 1  # the backlog, then the end
+        assert listen.ending
+    finally:
+        worker.modern.close_listen(listen)

@@ -37,6 +37,8 @@ logger = logging.getLogger("mcp_transport")
 
 ENDED = object()  # put on a listen stream's queue: the server ends it (a result, then the close)
 RECORD_AFTER_SECONDS = 1.0
+# Notifications a listen stream may have waiting for its client before it is ended.
+MAX_LISTEN_BACKLOG = 1000
 
 
 def _json_id(request_id) -> str:
@@ -114,6 +116,7 @@ class Listen:
     started: float = field(default_factory=time.time)
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     sent: int = 0
+    ending: bool = False
     row: asyncio.Future | None = None
 
 
@@ -276,9 +279,18 @@ class ModernRequests:
         self.relay.notify(server_name, method, params)
 
     def deliver(self, server_name: str, method: str, params: dict | None):
+        """To this worker's listen streams that asked for it. A stream whose client does not read
+        (MAX_LISTEN_BACKLOG notifications waiting) is ended instead: it may listen again."""
         for listen in list(self.listens.values()):
-            if listen.server == server_name and modern.wants(listen.agreed, method, params):
-                listen.queue.put_nowait(modern.on_listen(listen.listen_id, method, params))
+            if listen.server != server_name or listen.ending or not modern.wants(listen.agreed, method, params):
+                continue
+            if listen.queue.qsize() >= MAX_LISTEN_BACKLOG:
+                logger.warning("Listen stream %r of %s ended: its client left %s notifications unread",
+                               listen.listen_id, listen.principal or "an anonymous client", MAX_LISTEN_BACKLOG)
+                listen.ending = True
+                listen.queue.put_nowait(ENDED)
+                continue
+            listen.queue.put_nowait(modern.on_listen(listen.listen_id, method, params))
 
     def end_listens(self):
         """Shutdown: every listen stream gets its final result and closes."""
