@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import logging
 
 from ..protocol import jsonrpc
 
@@ -27,6 +28,18 @@ def worker_shutdown(request_id, worker: str) -> str:
         f"The worker running this request ({worker}) shut down before it finished; please retry",
         {"reason": "worker_shutdown", "worker": worker},
     ))
+
+
+async def response(message, handling) -> dict:
+    """A request's JSON-RPC response: its handler's result (`handling`, the awaitable), the
+    JSON-RPC error it raised, or, for anything else, -32603 (and the traceback in the log)."""
+    try:
+        return jsonrpc.result(message.id, await handling)
+    except jsonrpc.JSONRPCError as exc:
+        return jsonrpc.error_from(message.id, exc)
+    except Exception as exc:
+        logging.getLogger("mcp_transport").exception("Request %s %r failed", message.method, message.id)
+        return {"jsonrpc": "2.0", "id": message.id, "error": internal(exc)}
 
 
 def internal(exc: Exception) -> dict:

@@ -193,14 +193,8 @@ class ModernRequests:
     async def outcome(server, message, ctx) -> dict:
         """The request's JSON-RPC response (its handler's result, or its error)."""
         params = message.params or {}
-        try:
-            return jsonrpc.result(message.id, await metrics.measure(
-                server, message.method, params, server.modern.handle(message.method, params, ctx)))
-        except JSONRPCError as exc:
-            return jsonrpc.error_from(message.id, exc)
-        except Exception as exc:
-            logger.exception("Request %s %r failed", message.method, message.id)
-            return {"jsonrpc": "2.0", "id": message.id, "error": errors.internal(exc)}
+        return await errors.response(message, metrics.measure(
+            server, message.method, params, server.modern.handle(message.method, params, ctx)))
 
     async def may_become_task(self, server, message, ctx, principal: str) -> RunningTask | None:
         """A call of a tool that supports tasks, from a client that accepts them: it may become one.

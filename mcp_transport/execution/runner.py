@@ -339,14 +339,8 @@ class Requests:
     @staticmethod
     async def _task_outcome(server, message, ctx) -> dict:
         params = message.params or {}
-        try:
-            return jsonrpc.result(message.id, await metrics.measure(
-                server, message.method, params, server.dispatcher.handle(message.method, params, ctx)))
-        except JSONRPCError as exc:
-            return jsonrpc.error_from(message.id, exc)
-        except Exception as exc:
-            logger.exception("Task of %s %r failed", message.method, message.id)
-            return {"jsonrpc": "2.0", "id": message.id, "error": errors.internal(exc)}
+        return await errors.response(message, metrics.measure(
+            server, message.method, params, server.dispatcher.handle(message.method, params, ctx)))
 
     async def answer_now(self, server, session, message, scope=None) -> dict | None:
         """Run a request to completion for a JSON answer; None if the client cancelled it."""
