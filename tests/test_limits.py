@@ -153,3 +153,30 @@ async def test_modern_requests_in_flight_per_principal():
     assert anonymous.status in (200, 401)
     assert (await task).result["content"][0]["text"] == "done 5"
     assert (await other.call_tool("echo", {"message": "after"}, headers=auth)).result["content"][0]["text"] == "after"
+
+
+async def test_a_modern_request_dropped_before_it_ran_gives_its_place_back():
+    """The admitted count is released even when the connection goes before the request ever ran
+    (no finally of the request runs then): the body and the disconnect arrive together."""
+    import json as jsonlib
+
+    from asgiref.testing import ApplicationCommunicator
+
+    client = ModernCommunicator(application)
+    for method, params in (("tools/call", {"name": "progress", "arguments": {"count": 5, "delay": 0.1}}),
+                           ("subscriptions/listen", {"notifications": {"toolsListChanged": True}})):
+        params = client.envelope(params)
+        body = {"jsonrpc": "2.0", "id": client.next_id(), "method": method, "params": params}
+        headers = client._headers("POST", client.request_headers(method, params))
+        scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+                 "scheme": "http", "path": "/mcp", "raw_path": b"/mcp", "query_string": b"", "headers": headers,
+                 "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 80)}
+        comm = ApplicationCommunicator(application, scope)
+        await comm.send_input({"type": "http.request", "body": jsonlib.dumps(body).encode(), "more_body": False})
+        await comm.send_input({"type": "http.disconnect"})
+        await comm.wait(5)
+        for _ in range(100):
+            if not worker.modern.per_principal and not worker.modern.listens:
+                break
+            await asyncio.sleep(0.01)
+        assert not worker.modern.per_principal and not worker.modern.listens, method

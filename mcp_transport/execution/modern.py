@@ -117,8 +117,25 @@ class Listen:
     queue: asyncio.Queue = field(default_factory=asyncio.Queue)
     sent: int = 0
     ending: bool = False
+    ticket: "Ticket | None" = None
     row: asyncio.Future | None = None
 
+
+
+class Ticket:
+    """One admitted request's place in its principal's count."""
+
+    def __init__(self, counts: Counter, principal: str):
+        self.counts = counts
+        self.principal = principal
+        self.released = False
+
+    def release(self, *_):
+        if not self.released:
+            self.released = True
+            self.counts[self.principal] -= 1
+            if self.counts[self.principal] <= 0:
+                del self.counts[self.principal]
 
 
 class ModernRequests:
@@ -133,21 +150,18 @@ class ModernRequests:
         self._numbers = itertools.count(1)
         self.per_principal: Counter[str] = Counter()
 
-    def admit(self, principal: str):
+    def admit(self, principal: str) -> "Ticket":
         """MAX_REQUESTS_PER_PRINCIPAL: calls and listen streams in flight per authenticated principal,
-        counted on this worker. Every admitted request is `release`d when it ends."""
+        counted on this worker. The ticket is released once, whichever way the request ends (even
+        one cancelled before it started)."""
         limit = mcp_settings.MAX_REQUESTS_PER_PRINCIPAL
         if principal and limit and self.per_principal[principal] >= limit:
             raise hit(f"MAX_REQUESTS_PER_PRINCIPAL ({limit}) requests in flight", principal=principal)
         self.per_principal[principal] += 1
-
-    def release(self, principal: str):
-        self.per_principal[principal] -= 1
-        if self.per_principal[principal] <= 0:
-            del self.per_principal[principal]
+        return Ticket(self.per_principal, principal)
 
     async def run(self, server, message, scope, meta: modern.RequestMeta, inputs: Inputs | None, emit,
-                  principal: str = "") -> dict:
+                  principal: str = "", ticket: Ticket | None = None) -> dict:
         """Run one request (`admit`ted) to its JSON-RPC response; its notifications go to `emit` on the way."""
         params = message.params or {}
         name = params.get("name", params.get("uri", ""))
@@ -186,7 +200,8 @@ class ModernRequests:
         finally:
             timer.cancel()
             self.calls.pop(call.number, None)
-            self.release(principal)
+            if ticket is not None:
+                ticket.release()
             self._forget(call.row)
 
     @staticmethod
@@ -234,9 +249,11 @@ class ModernRequests:
 
         asyncio.ensure_future(close()).add_done_callback(_log_failure)
 
-    def open_listen(self, server_name: str, listen_id, agreed: dict, principal: str = "", meta=None) -> Listen:
-        """A listen stream (`admit`ted), held until `close_listen`."""
+    def open_listen(self, server_name: str, listen_id, agreed: dict, principal: str = "", meta=None,
+                    ticket: Ticket | None = None) -> Listen:
+        """A listen stream (`admit`ted: its ticket), held until `close_listen`."""
         listen = Listen(next(self._numbers), server_name, listen_id, agreed, principal)
+        listen.ticket = ticket
         self.listens[listen.number] = listen
         metrics.listen_streams_opened.inc()
         metrics.labeled(metrics.connections, "listen").inc()
@@ -247,10 +264,11 @@ class ModernRequests:
         listen.row.add_done_callback(_log_failure)
         return listen
 
-    def close_listen(self, listen: Listen):
+    def close_listen(self, listen: Listen, *_):
         if self.listens.pop(listen.number, None) is not None:
             metrics.labeled(metrics.connections, "listen").dec()
-            self.release(listen.principal)
+            if listen.ticket is not None:
+                listen.ticket.release()
             self._forget(listen.row)
 
     def end_recorded(self, row_id: int, reason: str | None = None) -> bool:

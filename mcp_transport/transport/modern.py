@@ -172,16 +172,17 @@ class ModernPost:
                                      "Not Acceptable: subscriptions/listen answers with text/event-stream"))
             return
         try:
-            worker.modern.admit(endpoint.principal_id)
+            ticket = worker.modern.admit(endpoint.principal_id)
         except LimitExceeded as exc:
             await endpoint.reject(too_many(exc), message.id)
             return
         if message.method == "subscriptions/listen":
-            await self.listen(agreed, meta)
+            await self.listen(agreed, meta, ticket)
         else:
-            endpoint.pump = asyncio.ensure_future(self.call(meta, inputs))
+            endpoint.pump = asyncio.ensure_future(self.call(meta, inputs, ticket))
+            endpoint.pump.add_done_callback(ticket.release)
 
-    async def call(self, meta, inputs):
+    async def call(self, meta, inputs, ticket):
         endpoint = self.endpoint
         queued: list[dict] = []
         wake = asyncio.Event()
@@ -197,7 +198,7 @@ class ModernPost:
                 await drained.wait()
 
         task = asyncio.ensure_future(worker.modern.run(
-            self.server, self.message, endpoint.scope, meta, inputs, emit, endpoint.principal_id))
+            self.server, self.message, endpoint.scope, meta, inputs, emit, endpoint.principal_id, ticket))
         task.add_done_callback(lambda _: wake.set())
         keepalive = None if self.json_only else float(mcp_settings.KEEPALIVE_SECONDS)
         streaming = False
@@ -234,9 +235,9 @@ class ModernPost:
             if not task.done():
                 task.cancel()
 
-    async def listen(self, agreed: dict, meta):
+    async def listen(self, agreed: dict, meta, ticket):
         endpoint, listen_id = self.endpoint, self.message.id
-        listen = worker.modern.open_listen(self.server.name, listen_id, agreed, endpoint.principal_id, meta)
+        listen = worker.modern.open_listen(self.server.name, listen_id, agreed, endpoint.principal_id, meta, ticket)
         ack = modern.on_listen(listen_id, "notifications/subscriptions/acknowledged", {"notifications": agreed})
         try:
             await endpoint.send_headers(200, SSE_HEADERS)
@@ -245,6 +246,8 @@ class ModernPost:
             worker.modern.close_listen(listen)
             raise
         endpoint.pump = asyncio.ensure_future(self.pump_listen(listen))
+        # Also when the pump is cancelled before it ever ran (a disconnect at once): no finally runs then.
+        endpoint.pump.add_done_callback(lambda _: worker.modern.close_listen(listen))
 
     async def pump_listen(self, listen):
         endpoint = self.endpoint
