@@ -280,7 +280,8 @@ VERSION_KEY = PREFIX + "protocolVersion"
 CAPABILITIES_KEY = PREFIX + "clientCapabilities"
 CLIENT_INFO_KEY = PREFIX + "clientInfo"
 LOG_LEVEL_KEY = PREFIX + "logLevel"
-NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri"}
+NAMED = {"tools/call": "name", "prompts/get": "name", "resources/read": "uri", "tasks/get": "taskId",
+         "tasks/update": "taskId", "tasks/cancel": "taskId"}
 
 
 def b64_header(value: str | bytes) -> str:

@@ -1800,6 +1800,79 @@ def test_a_modern_request_naming_another_principals_session_is_served_as_its_own
     assert owner.request("ping")["result"] == {}
 
 
+TASKS_EXTENSION = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+def _poll(client, task_id, until=("completed", "failed", "cancelled")):
+    for _ in range(300):
+        reply = client.send(client.message("tasks/get", {"taskId": task_id}))
+        if reply.status == 200 and reply.result["status"] in until:
+            return reply.result
+        time.sleep(0.05)
+    raise AssertionError(f"task {task_id} never reached {until}: {reply.status} {reply.text[:400]}")
+
+
+def test_tasks_are_their_principals_alone_and_odd_task_ids_are_invalid_params(auth_server, modern):
+    """Another principal's task id is as unknown as one that never was (-32602), for every task
+    method; so are odd ids; a finished task's cancel is acknowledged and changes nothing; nothing of
+    the task leaks into the refusals."""
+    ann, ben, anonymous = (modern(server=auth_server, capabilities={**TASKS_EXTENSION, "elicitation": {}})
+                           for _ in range(3))
+    ann.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ann']}"
+    ben.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ben']}"
+    created = ann.call("confirm_delete", {"path": "/secret/ann"})
+    assert created.status == 200 and created.result["resultType"] == "task", created.text
+    task_id = created.result["taskId"]
+    _poll(ann, task_id, until=("input_required",))
+    answer = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    for thief in (ben, anonymous):
+        for method, extra in (("tasks/get", {}), ("tasks/update", {"inputResponses": answer}), ("tasks/cancel", {})):
+            message = thief.message(method, {"taskId": task_id, **extra})
+            refused = assert_modern_error(thief.send(message), 200, -32602, message["id"])
+            assert "/secret/ann" not in json.dumps(refused)
+    assert _poll(ann, task_id, until=("input_required",))["status"] == "input_required"  # untouched
+    for odd in ("", "x" * 65, "../../etc", "\u0000", "1 OR 1=1", "ﬀ" * 10):
+        message = ann.message("tasks/get", {"taskId": odd})
+        reply = ann.send(message)
+        assert reply.status in (200, 400) and strict_json(reply.text)["error"]["code"] in (-32602, -32020), reply.text
+    bad = ann.message("tasks/update", {"taskId": task_id, "inputResponses": {"confirm": [1, 2]}})
+    assert_modern_error(ann.send(bad), 200, -32602, bad["id"])
+    garbage = ann.message("tasks/update", {"taskId": task_id, "inputResponses": "yes"})
+    assert_modern_error(ann.send(garbage), 200, -32602, garbage["id"])
+    assert ann.send(ann.message("tasks/update", {"taskId": task_id, "inputResponses": answer})).status == 200
+    done = _poll(ann, task_id)
+    assert done["status"] == "completed" and done["result"]["content"][0]["text"] == "Deleted /secret/ann"
+    again = ann.send(ann.message("tasks/cancel", {"taskId": task_id}))
+    assert again.status == 200 and again.result["resultType"] == "complete"
+    assert _poll(ann, task_id)["status"] == "completed"
+
+
+def _messages(response) -> list[dict]:
+    """A JSON answer, or the data of an SSE one."""
+    if response.headers["content-type"].startswith("application/json"):
+        return [response.json()]
+    return [json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()]
+
+
+def test_a_session_task_of_another_session_is_unknown_and_a_cancelled_ones_result_is_an_error(mcp, example_server):
+    """2025-11-25 tasks on the shared (anonymous) server: bound to their session."""
+    owner, other = mcp(), mcp()
+    owner.initialize()
+    other.initialize()
+    created = owner.request("tools/call", {"name": "slow_compute", "arguments": {"seconds": 30}, "task": {}})
+    task_id = created["result"]["task"]["taskId"]
+    for method in ("tasks/get", "tasks/cancel", "tasks/result"):
+        body = [m for m in _messages(other.post(request(method, 7, {"taskId": task_id}))) if m.get("id") == 7][-1]
+        assert body["error"]["code"] == -32602, (method, body)
+    assert [t["taskId"] for t in other.request("tasks/list")["result"]["tasks"]] == []
+    cancelled = owner.request("tasks/cancel", {"taskId": task_id})["result"]
+    assert cancelled["status"] == "cancelled"
+    assert owner.request("tasks/cancel", {"taskId": task_id})["error"]["code"] == -32602
+    final = [m for m in _messages(owner.post(request("tasks/result", 9, {"taskId": task_id}))) if m.get("id") == 9][-1]
+    assert final["error"]["code"] == -32800
+    assert database_intact(example_server)
+
+
 def test_the_shared_server_serves_both_eras_after_the_modern_battery(bystander, m, example_server):
     assert_both_eras_serve(bystander, m)
     assert database_intact(example_server)

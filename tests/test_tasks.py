@@ -335,3 +335,15 @@ async def test_a_session_tasks_question_goes_out_on_its_tasks_result_stream():
     assert done["status"] == "completed"
     result = await client.request("tasks/result", {"taskId": task["taskId"]})
     assert result.result["content"][0]["text"] == "Deleted /a"
+
+
+async def test_a_forged_list_cursor_is_invalid_params_on_every_database():
+    import base64
+
+    client = await session_client()
+    for payload in (["2026-01-01T00:00:00+00:00", "a\x00b"], ["not a date", "x"], "junk", ["2026-01-01T00:00:00", 5]):
+        cursor = base64.urlsafe_b64encode(json.dumps(payload).encode()).decode()
+        refused = await client.request("tasks/list", {"cursor": cursor})
+        assert refused.json["error"]["code"] == -32602, payload
+    for task_id in ("a\x00b", "é", "x\ny"):
+        assert (await client.request("tasks/get", {"taskId": task_id})).json["error"]["code"] == -32602

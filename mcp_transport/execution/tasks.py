@@ -325,7 +325,7 @@ class Tasks:
         if cursor is not None:
             try:
                 created_at, task_id = json.loads(base64.urlsafe_b64decode(cursor.encode("ascii")))
-                after = (datetime.fromisoformat(created_at), task_id)
+                after = (datetime.fromisoformat(created_at), tasks.task_id_param({"taskId": task_id}))
             except Exception:
                 raise jsonrpc.InvalidParams("Invalid params: unknown cursor") from None
         rows = await store.alist_tasks(server.name, principal, session.id, after, tasks.LIST_PAGE + 1)

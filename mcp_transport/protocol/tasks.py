@@ -43,8 +43,11 @@ def declared(capabilities: dict) -> bool:
 
 
 def task_id_param(params: dict) -> str:
+    """A task id as this server makes them (printable ASCII, at most 64 characters): anything else
+    names no task, and never reaches a query (PostgreSQL refuses a NUL in text)."""
     task_id = params.get("taskId")
-    if not isinstance(task_id, str) or not task_id or len(task_id) > 64:
+    if not isinstance(task_id, str) or not task_id or len(task_id) > 64 or not (
+            task_id.isascii() and task_id.isprintable()):
         raise InvalidParams("Invalid params: 'taskId' must be a task id")
     return task_id
 
