@@ -1,6 +1,7 @@
 """System checks on MCP_TRANSPORT, the tools and the project's wiring. Ids are stable; the README
 lists them."""
 import difflib
+import re
 import types
 from numbers import Real
 
@@ -231,7 +232,15 @@ def check_tools(app_configs=None, **kwargs):
             for problem in policy_problems(tool):
                 errors.append(checks.Error(f"Tool {tool.name!r} of server {server.name!r}: {problem}",
                                            obj=tool.fn, id="mcp_transport.E031"))
+            if not TOOL_NAME.fullmatch(tool.name):
+                errors.append(checks.Warning(
+                    f"Tool {tool.name!r} of server {server.name!r}: a tool name should be 1-128 letters, digits, "
+                    "'_', '-' or '.' (SEP-986); some clients refuse other names.", obj=tool.fn,
+                    id="mcp_transport.W011"))
     return errors
+
+
+TOOL_NAME = re.compile(r"[A-Za-z0-9_.\-]{1,128}")
 
 
 def policy_problems(tool) -> list[str]:

@@ -255,3 +255,19 @@ def test_runserver_needs_daphne_and_an_asgi_application_that_routes_mcp():
 def test_without_asgi_application_runserver_is_warned(settings):
     del settings.ASGI_APPLICATION
     assert ids(check_deployment()) == ["mcp_transport.W007"]
+
+
+def test_tool_names_clients_may_refuse_are_a_warning():
+    from mcp_transport import MCPServer
+    from mcp_transport.checks import check_tools
+    from mcp_transport.protocol import server as servers
+
+    other = MCPServer("tool-names")
+    try:
+        other.tool(name="fine.name-1_x")(lambda: "ok")
+        assert check_tools() == []
+        other.tool(name="has space/slash")(lambda: "ok")
+        other.tool(name="x" * 129)(lambda: "ok")
+        assert ids(check_tools()) == ["mcp_transport.W011", "mcp_transport.W011"]
+    finally:
+        del servers.servers["tool-names"]
