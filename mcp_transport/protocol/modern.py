@@ -129,28 +129,24 @@ class ModernDispatcher:
         result["_meta"] = {**meta, SERVER_INFO_KEY: self.server.info()} if isinstance(meta, dict) else {
             SERVER_INFO_KEY: self.server.info()}
         if method in CACHEABLE:
-            retried = ctx is not None and ("requestState" in ctx.params or "inputResponses" in ctx.params)
-            result["ttlMs"] = 0 if retried else self.ttl_ms(method, ctx)
-            result["cacheScope"] = "private" if self.private(method, ctx) else "public"
+            result.update(self.caching(method, ctx))
         return result
 
-    def ttl_ms(self, method: str, ctx: Context | None) -> int:
+    def caching(self, method: str, ctx: Context | None) -> dict:
+        """`ttlMs` and `cacheScope`. Lists and discovery live CACHE_TTL_MS, a read 0, an MRTR retry 0;
+        private where the answer depends on who asks: a list some items of which need permissions, a
+        guarded or context-taking resource (discovery is the same for everyone)."""
+        retried = ctx is not None and ("requestState" in ctx.params or "inputResponses" in ctx.params)
         if method == "resources/read":
             resource, _ = self.server.find_resource(ctx.params.get("uri", "")) if ctx else (None, None)
-            return max(0, int(getattr(resource, "ttl_ms", None) or 0))
-        return max(0, int(mcp_settings.CACHE_TTL_MS))
-
-    def private(self, method: str, ctx: Context | None) -> bool:
-        """Whether the answer depends on who asks: permission-filtered lists, guarded or
-        context-taking resources. Discovery is the same for everyone."""
+            private = resource is None or resource.restricted or resource.signature.context_param is not None
+            return {"ttlMs": 0, "cacheScope": "private" if private else "public"}
+        ttl = 0 if retried else max(0, int(mcp_settings.CACHE_TTL_MS))
+        if method == "server/discover":
+            return {"ttlMs": ttl, "cacheScope": "public"}
         registry = {"tools/list": self.server.tools, "prompts/list": self.server.prompts}.get(
             method, self.server.resources)
-        if method == "server/discover":
-            return False
-        if method == "resources/read":
-            resource, _ = self.server.find_resource(ctx.params.get("uri", "")) if ctx else (None, None)
-            return resource is None or resource.restricted or resource.signature.context_param is not None
-        return any(item.restricted for item in registry.values())
+        return {"ttlMs": ttl, "cacheScope": "private" if any(i.restricted for i in registry.values()) else "public"}
 
     async def discover(self, params, ctx):
         result = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": self.capabilities()}
