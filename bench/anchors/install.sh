@@ -41,68 +41,21 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
 fi
 
-install_node() {
-    command -v npm >/dev/null 2>&1 || { log "npm not found on PATH"; return 1; }
-    local want have=""
-    want=$(cat "$HERE/package.json" "$HERE/package-lock.json" | sha256sum | cut -d' ' -f1)
-    [ -f "$NODE_DIR/.stamp" ] && have=$(cat "$NODE_DIR/.stamp")
-    if [ "$want" = "$have" ] && [ -x "$NODE_DIR/node_modules/node/bin/node" ]; then
-        log "node packages up to date in $NODE_DIR"
-        return 0
-    fi
-    log "npm ci into $NODE_DIR (lock hash ${want:0:12})"
-    rm -rf "$NODE_DIR"
-    mkdir -p "$NODE_DIR"
-    cp "$HERE/package.json" "$HERE/package-lock.json" "$NODE_DIR/"
-    # EBADENGINE warnings are expected when npm itself runs on an older Node: the anchor runs on node@22.
-    if ! (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >"$NODE_DIR/npm-ci.log" 2>&1); then
-        tail -40 "$NODE_DIR/npm-ci.log" >&2
-        log "npm ci failed (full log: $NODE_DIR/npm-ci.log)"
-        return 1
-    fi
-    (cd "$NODE_DIR" && node_modules/node/bin/node --input-type=module \
-        -e "await import('@modelcontextprotocol/sdk/server/streamableHttp.js'); await import('zod');
-            await import('@modelcontextprotocol/server'); await import('@modelcontextprotocol/node')") \
-        || { log "the SDKs do not import under node@22"; return 1; }
-    echo "$want" >"$NODE_DIR/.stamp"
-    log "installed the TypeScript SDKs (node $("$NODE_DIR/node_modules/node/bin/node" --version)) in $NODE_DIR"
-}
+# shellcheck source=../../tools/stamped_install.sh
+. "$HERE/../../tools/stamped_install.sh"
 
-# install_venv DIR REQUIREMENTS CHECK: a venv in DIR with REQUIREMENTS, redone only when they (or the
-# interpreter) changed; CHECK is Python that must run in it afterwards.
-install_venv() {
-    local venv=$1 requirements=$2 check=$3
-    command -v "$PYTHON" >/dev/null 2>&1 || { log "$PYTHON not found"; return 1; }
-    local want have="" pyver
-    pyver=$("$PYTHON" -c 'import sys; print(sys.version)')
-    want=$( { cat "$requirements"; echo "$pyver"; } | sha256sum | cut -d' ' -f1)
-    [ -f "$venv/.stamp" ] && have=$(cat "$venv/.stamp")
-    if [ "$want" = "$have" ] && [ -x "$venv/bin/python" ]; then
-        log "Python SDK venv up to date in $venv"
-        return 0
-    fi
-    log "creating the Python SDK venv in $venv with $PYTHON ($pyver)"
-    rm -rf "$venv"
-    "$PYTHON" -m venv "$venv"
-    local pip_log
-    pip_log="$BENCH_HOME/pip-$(basename "$venv").log"
-    if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-            -r "$requirements" >"$pip_log" 2>&1; then
-        tail -40 "$pip_log" >&2
-        log "pip install failed (full log: $pip_log)"
-        return 1
-    fi
-    "$venv/bin/python" -c "$check" || { log "the SDK in $venv does not import"; return 1; }
-    echo "$want" >"$venv/.stamp"
-    log "installed $("$venv/bin/python" -m pip show mcp 2>/dev/null | grep -i '^version') in $venv"
+install_node() {
+    npm_ci_stamped "$NODE_DIR" "$HERE" "node_modules/node/bin/node --input-type=module -e \"
+        await import('@modelcontextprotocol/sdk/server/streamableHttp.js'); await import('zod');
+        await import('@modelcontextprotocol/server'); await import('@modelcontextprotocol/node')\""
 }
 
 install_python() {
-    install_venv "$VENV" "$HERE/requirements.txt" 'from mcp.server.fastmcp import FastMCP; import uvicorn'
+    venv_stamped "$VENV" "$HERE/requirements.txt" "$PYTHON" 'from mcp.server.fastmcp import FastMCP; import uvicorn'
 }
 
 install_python_modern() {
-    install_venv "$VENV_MODERN" "$HERE/requirements-modern.txt" \
+    venv_stamped "$VENV_MODERN" "$HERE/requirements-modern.txt" "$PYTHON" \
         'from mcp.server.mcpserver import MCPServer; import uvicorn'
 }
 

@@ -41,60 +41,16 @@ if command -v flock >/dev/null 2>&1; then
     flock 9
 fi
 
-sha() { cat "$@" | sha256sum | cut -d' ' -f1; }
+# shellcheck source=../../tools/stamped_install.sh
+. "$HERE/../../tools/stamped_install.sh"
 
 install_node() {
-    command -v npm >/dev/null 2>&1 || { log "npm not found on PATH"; return 1; }
-    local want have=""
-    want=$(sha "$HERE/package.json" "$HERE/package-lock.json")
-    [ -f "$NODE_DIR/.stamp" ] && have=$(cat "$NODE_DIR/.stamp")
-    if [ "$want" = "$have" ] && [ -x "$NODE_DIR/node_modules/node/bin/node" ] \
-        && [ -e "$NODE_DIR/node_modules/.bin/conformance" ]; then
-        log "node packages up to date in $NODE_DIR"
-        return 0
-    fi
-    log "npm ci into $NODE_DIR (lock hash ${want:0:12})"
-    rm -rf "$NODE_DIR"
-    mkdir -p "$NODE_DIR"
-    cp "$HERE/package.json" "$HERE/package-lock.json" "$NODE_DIR/"
-    # EBADENGINE warnings are expected when npm runs on Node 20: the packages run on node@22.
-    if ! (cd "$NODE_DIR" && npm ci --no-audit --no-fund --loglevel=error >"$NODE_DIR/npm-ci.log" 2>&1); then
-        tail -40 "$NODE_DIR/npm-ci.log" >&2
-        log "npm ci failed (full log: $NODE_DIR/npm-ci.log)"
-        return 1
-    fi
-    local version
-    version=$("$NODE_DIR/node_modules/node/bin/node" --version) || { log "node@22 did not install a runnable node"; return 1; }
-    case "$version" in
-        v22.*) ;;
-        *) log "node@22 installed $version"; return 1 ;;
-    esac
-    echo "$want" >"$NODE_DIR/.stamp"
-    log "installed node packages (node $version) in $NODE_DIR"
+    npm_ci_stamped "$NODE_DIR" "$HERE" \
+        '[ -e node_modules/.bin/conformance ] && node_modules/node/bin/node --version | grep -q "^v22\."'
 }
 
 install_mcp2() {
-    command -v "$PYTHON" >/dev/null 2>&1 || { log "$PYTHON not found"; return 1; }
-    local want have="" pyver
-    pyver=$("$PYTHON" -c 'import sys; print(sys.version)')
-    want=$( { cat "$HERE/requirements-mcp2.txt"; echo "$pyver"; } | sha256sum | cut -d' ' -f1)
-    [ -f "$VENV/.stamp" ] && have=$(cat "$VENV/.stamp")
-    if [ "$want" = "$have" ] && [ -x "$VENV/bin/python" ]; then
-        log "mcp 2.x venv up to date in $VENV"
-        return 0
-    fi
-    log "creating the mcp 2.x venv in $VENV with $PYTHON ($pyver)"
-    rm -rf "$VENV"
-    "$PYTHON" -m venv "$VENV"
-    if ! "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check \
-            -r "$HERE/requirements-mcp2.txt" >"$INTEROP_HOME/mcp2-pip.log" 2>&1; then
-        tail -40 "$INTEROP_HOME/mcp2-pip.log" >&2
-        log "pip install failed (full log: $INTEROP_HOME/mcp2-pip.log)"
-        return 1
-    fi
-    "$VENV/bin/python" -c 'from mcp.client import Client' || { log "mcp 2.x client does not import"; return 1; }
-    echo "$want" >"$VENV/.stamp"
-    log "installed $("$VENV/bin/python" -m pip show mcp 2>/dev/null | grep -i '^version') in $VENV"
+    venv_stamped "$VENV" "$HERE/requirements-mcp2.txt" "$PYTHON" 'from mcp.client import Client'
 }
 
 case "$WHAT" in
