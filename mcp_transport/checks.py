@@ -367,8 +367,9 @@ def check_static_files_deployed(app_configs=None, **kwargs):
 
 def static_files_unserved() -> bool:
     """Whether the admin is installed and nothing but runserver (with DEBUG on) serves its static files:
-    no absolute STATIC_URL (another host's), no WhiteNoise with files to serve (STATIC_ROOT, or its
-    finders), no STATIC_ROOT for a proxy, no ASGIStaticFilesHandler around ASGI_APPLICATION."""
+    no absolute STATIC_URL (another host's), no storage of files elsewhere (S3 and the like: not on
+    this machine's disk), no WhiteNoise with files to serve (STATIC_ROOT, or its finders), no
+    STATIC_ROOT for a proxy, no ASGIStaticFilesHandler around ASGI_APPLICATION."""
     from urllib.parse import urlsplit
 
     from django.apps import apps
@@ -376,7 +377,7 @@ def static_files_unserved() -> bool:
 
     if not apps.is_installed("django.contrib.admin") or not settings.STATIC_URL:
         return False
-    if urlsplit(settings.STATIC_URL).netloc:
+    if urlsplit(settings.STATIC_URL).netloc or not _static_files_on_disk():
         return False
     if any(path in STATIC_MIDDLEWARE for path in settings.MIDDLEWARE):
         finders = getattr(settings, "WHITENOISE_USE_FINDERS", settings.DEBUG)
@@ -384,6 +385,17 @@ def static_files_unserved() -> bool:
     if settings.STATIC_ROOT:
         return False
     return not _serves_static_files(getattr(settings, "ASGI_APPLICATION", None))
+
+
+def _static_files_on_disk() -> bool:
+    from django.conf import settings
+    from django.core.files.storage import FileSystemStorage
+
+    backend = settings.STORAGES.get("staticfiles", {}).get("BACKEND")
+    try:
+        return issubclass(import_string(backend), FileSystemStorage)
+    except Exception:
+        return True  # Django's own checks report a storage that cannot be imported
 
 
 def _serves_static_files(path) -> bool:

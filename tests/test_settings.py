@@ -296,6 +296,9 @@ def test_an_admin_nothing_serves_the_styles_of_is_a_warning(settings, tmp_path):
             assert check_static_files() == []
         with override_settings(STATIC_URL="https://cdn.example.com/static/"):
             assert check_static_files() == []
+        remote = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.core.files.storage.InMemoryStorage"}}
+        with override_settings(STORAGES=remote):  # not on this disk: S3 and the like give their own URLs
+            assert check_static_files() == []
         with override_settings(ASGI_APPLICATION="tests.asgi_variants.in_middleware"):  # ASGIStaticFilesHandler
             assert check_static_files() == []
         with override_settings(INSTALLED_APPS=[a for a in settings.INSTALLED_APPS if a != "django.contrib.admin"]):
