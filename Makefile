@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test bench bench-tasks bench-against yardstick install test-install interop-install anchors-install \
+.PHONY: run test dist bench bench-tasks bench-against yardstick install test-install interop-install anchors-install \
 	browser-install deploy-install migrate clean
 
 $(PY):
@@ -62,6 +62,13 @@ test: test-install interop-install browser-install deploy-install
 	$(PY) -m pytest -q --ds=tests.settings_mariadb $(DB_TESTS)
 	$(PY) -m pytest
 
+# The wheel and the sdist in dist/, checked by twine (tests/test_packaging.py builds its own, installs the
+# wheel in a fresh virtualenv and serves a new project from it).
+dist: test-install
+	rm -rf dist
+	$(PY) -m build --outdir dist .
+	$(VENV)/bin/twine check --strict dist/*
+
 # The project's own benchmark (bench/run.py): serves the example under daphne, prints one markdown
 # table, writes test-output/bench.json and test-output/bench-calls.png. `make bench BENCH_ARGS=--quick`
 # for a short smoke run; `BENCH_ARGS="--db postgres"` for PostgreSQL + Redis (settings_scaled).
@@ -94,4 +101,4 @@ yardstick: test-install anchors-install
 	$(PY) bench/yardstick.py $(YARDSTICK_ARGS)
 
 clean:
-	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache test-output
+	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache test-output dist

@@ -333,10 +333,90 @@ def asgi_application_problems(path) -> list:
     return []
 
 
-def routes_mcp(app, depth: int = 6, seen: set | None = None) -> bool:
-    """Whether `app` is one that mcp_application made (it carries `mcp_routes`) or wraps one: through
-    instance attributes, closures, the globals a function uses, and the dicts, lists and tuples among
-    them (a ProtocolTypeRouter, a middleware, an application function of one's own)."""
+STATIC_MIDDLEWARE = ("whitenoise.middleware.WhiteNoiseMiddleware", "servestatic.middleware.ServeStaticMiddleware")
+STATIC_HINT = ('Add "whitenoise.middleware.WhiteNoiseMiddleware" to MIDDLEWARE, right after SecurityMiddleware, '
+               "set STATIC_ROOT and run collectstatic (README: Use it in your project); or serve STATIC_ROOT "
+               "from your reverse proxy.")
+
+
+@checks.register("mcp_transport")
+def check_static_files(app_configs=None, **kwargs):
+    """The admin's stylesheets under daphne, uvicorn or gunicorn, which serve no static files: warned
+    only where no server can serve them (DEBUG off, so runserver does not either)."""
+    from django.conf import settings
+
+    if settings.DEBUG or not static_files_unserved():
+        return []
+    return [checks.Warning(
+        "Nothing serves the static files: the admin is unstyled (DEBUG is off, no WhiteNoise middleware, "
+        "no STATIC_ROOT for a proxy to serve).", hint=STATIC_HINT, id="mcp_transport.W016")]
+
+
+@checks.register("mcp_transport", deploy=True)
+def check_static_files_deployed(app_configs=None, **kwargs):
+    """`manage.py check --deploy`: with DEBUG on only runserver serves static files, not the servers a
+    deployment runs."""
+    from django.conf import settings
+
+    if not settings.DEBUG or not static_files_unserved():
+        return []
+    return [checks.Warning(
+        "Only runserver serves the static files: under daphne, uvicorn or gunicorn the admin is unstyled.",
+        hint=STATIC_HINT, id="mcp_transport.W017")]
+
+
+def static_files_unserved() -> bool:
+    """Whether the admin is installed and nothing but runserver (with DEBUG on) serves its static files:
+    no absolute STATIC_URL (another host's), no storage of files elsewhere (S3 and the like: not on
+    this machine's disk), no WhiteNoise with files to serve (STATIC_ROOT, or its finders), no
+    STATIC_ROOT for a proxy, no ASGIStaticFilesHandler around ASGI_APPLICATION."""
+    from urllib.parse import urlsplit
+
+    from django.apps import apps
+    from django.conf import settings
+
+    if not apps.is_installed("django.contrib.admin") or not settings.STATIC_URL:
+        return False
+    if urlsplit(settings.STATIC_URL).netloc or not _static_files_on_disk():
+        return False
+    if any(path in STATIC_MIDDLEWARE for path in settings.MIDDLEWARE):
+        finders = getattr(settings, "WHITENOISE_USE_FINDERS", settings.DEBUG)
+        return not settings.STATIC_ROOT and not (finders and apps.is_installed("django.contrib.staticfiles"))
+    if settings.STATIC_ROOT:
+        return False
+    return not _serves_static_files(getattr(settings, "ASGI_APPLICATION", None))
+
+
+def _static_files_on_disk() -> bool:
+    from django.conf import settings
+    from django.core.files.storage import FileSystemStorage
+
+    backend = settings.STORAGES.get("staticfiles", {}).get("BACKEND")
+    try:
+        return issubclass(import_string(backend), FileSystemStorage)
+    except Exception:
+        return True  # Django's own checks report a storage that cannot be imported
+
+
+def _serves_static_files(path) -> bool:
+    from django.contrib.staticfiles.handlers import ASGIStaticFilesHandler
+
+    try:
+        application = import_string(path) if path else None
+    except Exception:
+        return False  # check_deployment reports it
+    return wraps(application, lambda inner: isinstance(inner, ASGIStaticFilesHandler))
+
+
+def routes_mcp(app) -> bool:
+    """Whether `app` is one that mcp_application made (it carries `mcp_routes`) or wraps one."""
+    return wraps(app, lambda inner: "mcp_routes" in getattr(inner, "__dict__", {}))
+
+
+def wraps(app, found, depth: int = 6, seen: set | None = None) -> bool:
+    """Whether `found(a)` holds for `app` or for an application it wraps: through instance attributes,
+    closures, the globals a function uses, and the dicts, lists and tuples among them (a
+    ProtocolTypeRouter, a middleware, an application function of one's own)."""
     seen = set() if seen is None else seen
     if depth < 0 or id(app) in seen or isinstance(app, (str, bytes, int, float, types.ModuleType, type)):
         return False
@@ -351,13 +431,13 @@ def routes_mcp(app, depth: int = 6, seen: set | None = None) -> bool:
         attributes = getattr(app, "__dict__", None)
         if not isinstance(attributes, dict):
             return False
-        if "mcp_routes" in attributes:
+        if found(app):
             return True
         inner = list(attributes.values())
         if isinstance(app, types.FunctionType):
             inner += [cell.cell_contents for cell in app.__closure__ or () if _filled(cell)]
             inner += [app.__globals__[name] for name in app.__code__.co_names if name in app.__globals__]
-    return any(routes_mcp(item, depth - 1, seen) for item in inner)
+    return any(wraps(item, found, depth - 1, seen) for item in inner)
 
 
 def _filled(cell) -> bool:

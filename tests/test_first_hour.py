@@ -2,14 +2,13 @@
 test runners: `manage.py test` and pytest with the app's plugin. The README's asgi.py and test examples
 are taken from the README itself."""
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+from tests.readme_project import apply_readme_settings, readme_block
 
 MCP_PY = '''from django.contrib.auth.models import User
 
@@ -29,13 +28,6 @@ asyncio_default_fixture_loop_scope = function
 """
 
 
-def readme_block(containing: str) -> str:
-    blocks = re.findall(r"^ *```python\n(.*?)^ *```", (ROOT / "README.md").read_text(), re.S | re.M)
-    [block] = [b for b in blocks if containing in b]
-    indent = min(len(line) - len(line.lstrip()) for line in block.splitlines() if line.strip())
-    return "\n".join(line[indent:] for line in block.splitlines()) + "\n"
-
-
 def run(project: Path, *args: str) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("DJANGO_SETTINGS_MODULE", "PYTHONPATH")}
     result = subprocess.run([sys.executable, *args], cwd=project, env=env, capture_output=True, text=True,
@@ -46,20 +38,11 @@ def run(project: Path, *args: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory) -> Path:
-    """startproject, startapp, then the README's steps: INSTALLED_APPS, ASGI_APPLICATION, asgi.py, mcp.py.
-    No CHANNEL_LAYERS, no ALLOWED_HOSTS: what the README does not ask for stays as startproject made it."""
+    """startproject, startapp, then the README's steps: settings.py, asgi.py, mcp.py."""
     project = tmp_path_factory.mktemp("first-hour")
     run(project, "-m", "django", "startproject", "myproject", ".")
     run(project, "manage.py", "startapp", "myapp")
-    settings = project / "myproject" / "settings.py"
-    text = settings.read_text()
-    apps = re.search(r"INSTALLED_APPS = \[\n(.*?)\]", text, re.S)
-    listed = apps.group(1)
-    readme = readme_block('ASGI_APPLICATION = "myproject.asgi.application"')
-    assert 'INSTALLED_APPS = ["daphne", ..., "channels", "mcp_transport", "myapp"]' in readme
-    text = text.replace(apps.group(0), f'INSTALLED_APPS = [\n    "daphne",\n{listed}    "channels",\n'
-                                       '    "mcp_transport",\n    "myapp",\n]')
-    settings.write_text(text + '\nASGI_APPLICATION = "myproject.asgi.application"\n')
+    apply_readme_settings(project)
     (project / "myproject" / "asgi.py").write_text(readme_block("application = mcp_application(django_app)"))
     (project / "myapp" / "mcp.py").write_text(MCP_PY)
     return project

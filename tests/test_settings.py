@@ -271,3 +271,49 @@ def test_tool_names_clients_may_refuse_are_a_warning():
         assert ids(check_tools()) == ["mcp_transport.W011", "mcp_transport.W011"]
     finally:
         del servers.servers["tool-names"]
+
+
+STATIC_UNSERVED = {"DEBUG": False, "STATIC_ROOT": None, "STATIC_URL": "/static/",
+                   "ASGI_APPLICATION": "tests.asgi_variants.routed"}
+WHITENOISE = "whitenoise.middleware.WhiteNoiseMiddleware"
+
+
+def test_an_admin_nothing_serves_the_styles_of_is_a_warning(settings, tmp_path):
+    """DEBUG off, no WhiteNoise, no STATIC_ROOT, nothing around the application: no server serves the
+    admin's CSS (runserver neither). Each way a project serves them silences the warning."""
+    from mcp_transport.checks import check_static_files, check_static_files_deployed
+
+    with override_settings(**STATIC_UNSERVED):
+        assert ids(check_static_files()) == ["mcp_transport.W016"]
+        assert check_static_files_deployed() == []  # W016 says it already
+        with override_settings(MIDDLEWARE=[WHITENOISE, *settings.MIDDLEWARE]):
+            assert ids(check_static_files()) == ["mcp_transport.W016"]  # WhiteNoise with no files to serve
+            with override_settings(STATIC_ROOT=str(tmp_path)):
+                assert check_static_files() == []
+            with override_settings(WHITENOISE_USE_FINDERS=True):
+                assert check_static_files() == []
+        with override_settings(STATIC_ROOT=str(tmp_path)):  # collectstatic, a proxy serving it
+            assert check_static_files() == []
+        with override_settings(STATIC_URL="https://cdn.example.com/static/"):
+            assert check_static_files() == []
+        remote = {**settings.STORAGES, "staticfiles": {"BACKEND": "django.core.files.storage.InMemoryStorage"}}
+        with override_settings(STORAGES=remote):  # not on this disk: S3 and the like give their own URLs
+            assert check_static_files() == []
+        with override_settings(ASGI_APPLICATION="tests.asgi_variants.in_middleware"):  # ASGIStaticFilesHandler
+            assert check_static_files() == []
+        with override_settings(INSTALLED_APPS=[a for a in settings.INSTALLED_APPS if a != "django.contrib.admin"]):
+            assert check_static_files() == []
+
+
+def test_with_debug_on_only_the_deploy_checks_warn_that_runserver_alone_serves_the_styles():
+    from django.core.checks import run_checks
+
+    from mcp_transport.checks import check_static_files, check_static_files_deployed
+
+    with override_settings(**{**STATIC_UNSERVED, "DEBUG": True}):
+        assert check_static_files() == []  # runserver serves them
+        assert ids(check_static_files_deployed()) == ["mcp_transport.W017"]
+        assert "mcp_transport.W017" not in ids(run_checks(tags=["mcp_transport"]))
+        assert "mcp_transport.W017" in ids(run_checks(tags=["mcp_transport"], include_deployment_checks=True))
+        with override_settings(MIDDLEWARE=[WHITENOISE]):  # WhiteNoise's finders, DEBUG being on
+            assert check_static_files_deployed() == []
