@@ -45,7 +45,6 @@ class StreamStateFilter(admin.SimpleListFilter):
         return queryset
 
 
-
 @admin.register(Stream)
 class StreamAdmin(OperatorAdmin):
     # The state right after the id: a long method or tool name must not push it off narrow screens.
@@ -74,7 +73,8 @@ class StreamAdmin(OperatorAdmin):
         return decorate_streams(rows)
 
     @staticmethod
-    def operator_state(obj) -> Stream.State:
+    def state_of(obj) -> Stream.State:
+        """The row's state as decorated for its page (`stream_state`), or read now for a lone row."""
         if not hasattr(obj, "operator_state"):
             obj.operator_state = stream_state(obj, Cutoffs.at())
         return obj.operator_state
@@ -116,12 +116,12 @@ class StreamAdmin(OperatorAdmin):
 
     @admin.display(description="state", ordering="status")
     def state(self, obj):
-        return stream_badge(self.operator_state(obj))
+        return stream_badge(self.state_of(obj))
 
     @admin.display(description="held by", ordering="connected_worker")
     def held_by(self, obj):
         if obj.connected_worker and obj.status == Stream.Status.OPEN:
-            gone = "" if self.operator_state(obj) == Stream.State.CONNECTED else " (worker gone)"
+            gone = "" if self.state_of(obj) == Stream.State.CONNECTED else " (worker gone)"
             return format_html('<span class="mcp-mono">{}</span>{}', obj.connected_worker, gone)
         return "—"
 
