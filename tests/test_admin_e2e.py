@@ -558,12 +558,18 @@ def test_a_connection_of_a_killed_worker_is_not_connected_now():
            "DJANGO_SUPERUSER_PASSWORD": PASSWORD, "DJANGO_SUPERUSER_EMAIL": "operator@example.com"}
     subprocess.run([sys.executable, "manage.py", "createsuperuser", "--noinput"], cwd=ROOT, env=env, check=True,
                    capture_output=True)
-    held = threading.Event()
+    cut: list[Exception] = []
     with admin_server, DaphneServer(transport, db=admin_server.db) as doomed:
         client = MCPClient(doomed.url)
         client.initialize()
-        reader = threading.Thread(target=lambda: client.stream("GET", stop=lambda e: held.set() or False,
-                                                               read_timeout=WAIT), daemon=True)
+
+        def hold_the_get_stream():
+            try:
+                client.stream("GET", read_timeout=WAIT)
+            except httpx.TransportError as exc:  # its server killed mid-stream
+                cut.append(exc)
+
+        reader = threading.Thread(target=hold_the_get_stream, daemon=True)
         reader.start()
         admin = AdminHTTP(admin_server)
         try:
@@ -575,6 +581,8 @@ def test_a_connection_of_a_killed_worker_is_not_connected_now():
 
             wait_until(lambda: state_of_get_stream() == "connected-now", "the GET stream to be connected")
             doomed.kill()
+            reader.join(WAIT)
+            assert len(cut) == 1 and not reader.is_alive()
             wait_until(lambda: state_of_get_stream() == "resumable", "the GET stream of the killed worker to be "
                                                                       "resumable", interval=0.3)
             page = admin.get(f"/admin/mcp_transport/stream/?session__id__exact={client.session_id}").text
