@@ -290,6 +290,23 @@ def screenshot(page, name: str):
     return path
 
 
+def logged_in(playwright, profile: str, base: str, viewport: dict, *, sidebar: bool = True):
+    """Chromium at this viewport, the operator logged in to the admin: (context, page)."""
+    context = playwright.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, viewport=viewport,
+        device_scale_factor=1)
+    if not sidebar:
+        context.add_init_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+    context.set_default_timeout(WAIT * 1000)
+    page = context.new_page()
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+    return context, page
+
+
 def test_close_connection_in_the_browser_and_the_client_resumes(server, mcp):
     sync_playwright = browser_or_fail()
     base = base_url(server)
@@ -298,19 +315,8 @@ def test_close_connection_in_the_browser_and_the_client_resumes(server, mcp):
     call = None
     try:
         with sync_playwright() as playwright:
-            context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
-                viewport={"width": 1360, "height": 860}, device_scale_factor=1,
-            )
             # The admin's navigation sidebar folded: more room for the lists in the screenshots.
-            context.add_init_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
-            context.set_default_timeout(WAIT * 1000)
-            page = context.new_page()
-            page.goto(f"{base}/admin/login/?next=/admin/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            page.wait_for_url(f"{base}/admin/")
+            context, page = logged_in(playwright, profile, base, {"width": 1360, "height": 860}, sidebar=False)
 
             page.goto(f"{base}/admin/mcp_transport/session/")
             row = page.locator("#result_list tbody tr", has=page.locator(f"span[title='{client.session_id}']"))
@@ -463,16 +469,7 @@ def test_states_tasks_and_narrow_lists_in_the_browser(server, mcp):
     profile = tempfile.mkdtemp(prefix="mcp-chromium-")
     try:
         with sync_playwright() as playwright:
-            context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, viewport=NARROW,
-                device_scale_factor=1)
-            context.set_default_timeout(WAIT * 1000)
-            page = context.new_page()
-            page.goto(f"{base}/admin/login/?next=/admin/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            page.wait_for_url(f"{base}/admin/")
+            context, page = logged_in(playwright, profile, base, NARROW)
 
             # The lists at 1,400 px, the sidebar open: the state columns within the viewport.
             page.goto(f"{base}/admin/mcp_transport/session/")
