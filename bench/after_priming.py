@@ -86,8 +86,8 @@ class Client:
             if last_id is None:
                 raise RuntimeError("the server ended a stream with no event id to resume from")
             time.sleep(retry / 1000)
-            with self.http.stream("GET", self.url, headers=self.headers(**{"Last-Event-ID": last_id,
-                                                                             "Accept": "text/event-stream"})) as response:
+            resume = self.headers(**{"Last-Event-ID": last_id, "Accept": "text/event-stream"})
+            with self.http.stream("GET", self.url, headers=resume) as response:
                 answered, new_id, retry = self.read(response, request_id)
             last_id = new_id or last_id
             requests += 1
