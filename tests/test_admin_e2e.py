@@ -462,6 +462,9 @@ def test_states_tasks_and_narrow_lists_in_the_browser(server, mcp):
     created = call_events(tasks_client, "progress", {"count": 5, "delay": 0.02}, task={"ttl": 60000}).messages
     finished_task = next(m for m in created if "result" in m)["result"]["task"]["taskId"]
     wait_until(lambda: task_status(tasks_client, finished_task) == "completed", "the task to complete")
+    result = tasks_client.stream("POST", {"jsonrpc": "2.0", "id": tasks_client.next_id(), "method": "tasks/result",
+                                          "params": {"taskId": finished_task}}, read_timeout=WAIT)
+    assert result.messages[-1]["result"]["content"] == [{"type": "text", "text": "done 5"}]
     working = call_events(tasks_client, "slow_compute", {"seconds": 120, "label": "to cancel"},
                           task={"ttl": 60000}).messages
     working_task = next(m for m in working if "result" in m)["result"]["task"]["taskId"]
@@ -521,6 +524,7 @@ def test_states_tasks_and_narrow_lists_in_the_browser(server, mcp):
             svg = page.locator("#mcp-timeline svg.mcp-timeline")
             assert svg.locator("line.event.message").count() == 5  # five progress notifications
             assert svg.locator("line.event.status").count() >= 1  # at least its completion
+            assert svg.locator("line.event.final").count() == 1  # its result, delivered by tasks/result
             events = page.locator("#mcp-task-events").inner_text()
             assert "notifications/progress 5/5 step 5" in events and "notifications/tasks/status completed" in events
             created_at = page.locator(".form-row", has=page.locator("label:text-is('Created at:')"))
