@@ -755,6 +755,28 @@ def test_detail_page_queries_do_not_grow_with_events(admin_client, django_assert
     assert "500 of 3001 events drawn" in page
 
 
+def test_task_page_queries_do_not_grow_with_its_events(admin_client, django_assert_num_queries):
+    pages = {}
+    for count in (3, 800):
+        session = make_session()
+        task = make_task(session=session)
+        get = make_stream(session, kind=Stream.Kind.STANDALONE, events=0, primed=False)
+        Event.objects.bulk_create([
+            Event(stream=get, seq=i, payload=about_task(task.pk, jsonrpc.notification(
+                "notifications/progress", {"progressToken": "p", "progress": i, "total": count})))
+            for i in range(1, count + 1)])
+        pages[count] = reverse("admin:mcp_transport_task_change", args=[task.pk])
+    admin_client.get(pages[3])
+    with CaptureQueriesContext(connection) as few:
+        admin_client.get(pages[3])
+    with django_assert_num_queries(len(few.captured_queries) + 1):  # + the count past MAX_EVENTS
+        response = admin_client.get(pages[800])
+    page = text(response)
+    assert page.count('class="event message"') == timeline.MAX_EVENTS
+    assert "500 of 800 events drawn (the newest)" in page and "Events (800)" in page
+    assert "The newest 100 of 800." in page and "notifications/progress 800/800" in page
+
+
 # Pieces
 
 
