@@ -60,6 +60,12 @@ class Cutoffs:
     def heartbeat(self):
         return heartbeat_cutoff(self.now)
 
+    @cached_property
+    def running_workers(self) -> list[str]:
+        """The ids of the workers not stale at this instant (`Worker.liveness_at`), read once: only
+        a connection one of them holds is a connection (`Stream.state_at`'s `alive_workers`)."""
+        return list(Worker.objects.running(self).values_list("id", flat=True))
+
 
 def _cutoffs(cutoffs: Cutoffs | None) -> Cutoffs:
     return cutoffs if cutoffs is not None else Cutoffs()
@@ -162,9 +168,12 @@ class StreamQuerySet(models.QuerySet):
         cutoffs = _cutoffs(cutoffs)
         return self.filter(_any(Stream.state_q(state, cutoffs, alive_workers) for state in states))
 
-    def unexpired(self, cutoffs: Cutoffs | None = None):
-        """Every state but expired: what a client may still resume or replay with Last-Event-ID."""
-        return self.in_state(*(s for s in Stream.State if s != Stream.State.EXPIRED), cutoffs=cutoffs)
+    def replayable(self, cutoffs: Cutoffs | None = None):
+        """Finished within EVENT_RETENTION_SECONDS in an active session: what a client may still
+        replay with Last-Event-ID (a terminated session's streams show how they ended, unreplayable)."""
+        cutoffs = _cutoffs(cutoffs)
+        return self.in_state(Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED,
+                             cutoffs=cutoffs).filter(Session.state_q(Session.State.ACTIVE, cutoffs, prefix="session__"))
 
     def orphaned(self, cutoffs: Cutoffs | None = None):
         """Open requests whose lease ran out: their worker is gone (`Stream.orphaned_at`)."""
@@ -221,10 +230,10 @@ class Stream(models.Model):
 
         CONNECTED = "connected now"  # open, and a connection holds it
         RESUMABLE = "resumable"  # open, no connection, its session active: resume with Last-Event-ID
-        COMPLETED = "completed"  # finished, replayable until its retention ends
+        COMPLETED = "completed"  # finished, within its retention (replayable while its session is active)
         FAILED = "failed"
         CANCELLED = "cancelled"
-        EXPIRED = "expired"  # past its retention, or its session expired or was terminated: 404
+        EXPIRED = "expired"  # past its retention, its session idle, or open in a terminated session: 404
 
     class Meta:
         ordering = ["-id"]
@@ -241,14 +250,18 @@ class Stream(models.Model):
         """The rule (it reads `self.session`); `state_q` is the same rule as a query filter.
 
         A connection counts as the row records it (`connected_worker`); given `alive_workers` (the
-        ids of the workers not stale), only a connection held by one of them counts.
+        ids of the workers not stale, `Cutoffs.running_workers`), only a connection held by one of
+        them counts. A finished stream shows how it ended until its retention ends, also when its
+        client DELETEd the session (what normal clients do at exit); an idle session's streams are
+        expired (`mcp_prune` deletes them with it).
         """
-        session_active = self.session.state_at(cutoffs) == Session.State.ACTIVE
+        session_state = self.session.state_at(cutoffs)
         if self.status == Stream.Status.OPEN:
             if self.connected_worker and (alive_workers is None or self.connected_worker in alive_workers):
                 return Stream.State.CONNECTED
-            return Stream.State.RESUMABLE if session_active else Stream.State.EXPIRED
-        if not session_active or (self.finished_at is not None and self.finished_at < cutoffs.retention):
+            return Stream.State.RESUMABLE if session_state == Session.State.ACTIVE else Stream.State.EXPIRED
+        if session_state == Session.State.EXPIRED or (
+                self.finished_at is not None and self.finished_at < cutoffs.retention):
             return Stream.State.EXPIRED
         return Stream.State(self.status)
 
@@ -262,19 +275,19 @@ class Stream(models.Model):
             alive_workers = list(alive_workers)
             held, not_held = Q(connected_worker__in=alive_workers), ~Q(connected_worker__in=alive_workers)
         session_active = Session.state_q(Session.State.ACTIVE, cutoffs, prefix="session__")
-        session_gone = (Session.state_q(Session.State.EXPIRED, cutoffs, prefix="session__")
-                        | Session.state_q(Session.State.TERMINATED, cutoffs, prefix="session__"))
+        session_idle = Session.state_q(Session.State.EXPIRED, cutoffs, prefix="session__")
+        session_terminated = Session.state_q(Session.State.TERMINATED, cutoffs, prefix="session__")
         if state == Stream.State.CONNECTED:
             return is_open & held
         if state == Stream.State.RESUMABLE:
             return is_open & not_held & session_active
         if state == Stream.State.EXPIRED:
             finished = ~Q(status=Stream.Status.OPEN)
-            return ((is_open & not_held & session_gone)
-                    | (finished & (session_gone | Q(finished_at__lt=cutoffs.retention))))
+            return ((is_open & not_held & (session_idle | session_terminated))
+                    | (finished & (session_idle | Q(finished_at__lt=cutoffs.retention))))
         if state in (Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED):
             within = Q(finished_at__isnull=True) | Q(finished_at__gte=cutoffs.retention)
-            return Q(status=state) & session_active & within
+            return Q(status=state) & (session_active | session_terminated) & within
         raise ValueError(f"Unknown stream state {state!r}")
 
     def orphaned_at(self, cutoffs: Cutoffs) -> bool:

@@ -46,9 +46,9 @@ class StateCollector:
     @staticmethod
     def read() -> dict:
         cutoffs = Cutoffs.at()
-        running = list(Worker.objects.running(cutoffs).values_list("id", flat=True))
         streams = Stream.objects.open().order_by().aggregate(**{
-            state.name.lower(): Count("id", filter=Stream.state_q(state, cutoffs, alive_workers=running))
+            state.name.lower(): Count("id", filter=Stream.state_q(state, cutoffs,
+                                                                  alive_workers=cutoffs.running_workers))
             for state in (Stream.State.CONNECTED, Stream.State.RESUMABLE)})
         workers = Worker.objects.order_by().aggregate(**{
             state.value: Count("id", filter=Worker.liveness_q(state, cutoffs)) for state in Worker.Liveness})

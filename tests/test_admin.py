@@ -24,7 +24,8 @@ from django.utils import timezone
 from mcp_transport import operations
 from mcp_transport.admin import timeline
 from mcp_transport.admin.display import pretty_json, summarize
-from mcp_transport.models import Event, Session, Stream, StreamConnection, Worker
+from mcp_transport.models import Event, Session, Stream, StreamConnection, Task, Worker
+from mcp_transport.protocol import jsonrpc, tasks
 from mcp_transport.storage import store
 from mcp_transport.wakeups import relay
 
@@ -34,6 +35,7 @@ SESSIONS = reverse("admin:mcp_transport_session_changelist")
 STREAMS = reverse("admin:mcp_transport_stream_changelist")
 EVENTS = reverse("admin:mcp_transport_event_changelist")
 WORKERS = reverse("admin:mcp_transport_worker_changelist")
+TASKS = reverse("admin:mcp_transport_task_changelist")
 
 
 # Data
@@ -86,6 +88,30 @@ def make_stream(session, *, events=3, primed=True, status=Stream.Status.OPEN, co
     Stream.objects.filter(pk=stream.pk).update(last_seq=events, last_event_at=created + timedelta(seconds=events))
     stream.refresh_from_db()
     return stream
+
+
+def make_worker(worker_id="w1", *, stale=False) -> Worker:
+    """A worker row: alive (heartbeat now), or stale (silent for an hour: stopped or killed)."""
+    return Worker.objects.create(id=worker_id, host="h", pid=1,
+                                 heartbeat_at=timezone.now() - timedelta(hours=1 if stale else 0))
+
+
+def make_task(*, status=Task.Status.WORKING, session=None, tool="slow_compute", runner="process", worker="w1",
+              **kwargs) -> Task:
+    now = timezone.now()
+    fields = dict(created_at=now - timedelta(seconds=30), updated_at=now, lease_expires_at=now + timedelta(seconds=30))
+    if status not in Task.ACTIVE:
+        fields["finished_at"] = now
+    fields.update(kwargs)
+    fields.setdefault("principal", "user:1")
+    return Task.objects.create(id=str(next(_counter)), status=status, session=session, tool=tool,
+                               request=json.dumps({"name": tool, "arguments": {}}), runner=runner, worker=worker,
+                               **fields)
+
+
+def about_task(task_id: str, message: dict) -> str:
+    """A message as a 2025-11-25 task's host stores it: marked with the related-task `_meta`."""
+    return jsonrpc.dumps(tasks.with_related(message, task_id))
 
 
 def make_staff(django_user_model, *perms, username="operator"):
@@ -157,6 +183,7 @@ def test_session_list_shows_clients_states_and_counts(admin_client):
 
 
 def test_stream_list_shows_kind_state_worker_and_last_event(admin_client):
+    make_worker("w1")
     session = make_session()
     connected = make_stream(session, connected="w1", tool="progress", request_id='"abc"')
     resumable = make_stream(session, tool="slow")
@@ -178,30 +205,40 @@ def test_stream_list_shows_kind_state_worker_and_last_event(admin_client):
     assert "mcp-expired" in row(expired)
     assert "GET stream" in row(standalone)
     assert f"{connected.pk}-3" in row(connected)  # last event id
-    assert "after_seconds, retry 1000 ms" in row(connected)
     assert f'?stream__id__exact={connected.pk}">4</a>' in row(connected)  # priming + 3
+    # The disconnect policy is on the stream's page (the list keeps its state column on narrow screens).
+    detail = text(admin_client.get(reverse("admin:mcp_transport_stream_change", args=[connected.pk])))
+    assert "after_seconds, retry 1000 ms" in detail
 
 
 def test_stream_list_filters_active_and_resumable_on_top(admin_client):
+    make_worker("w1")
+    make_worker("stopped", stale=True)
     session = make_session()
     open_connected = make_stream(session, connected="w1")
     open_idle = make_stream(session)
+    held_by_stopped = make_stream(session, kind=Stream.Kind.STANDALONE, connected="stopped")
     recent = make_stream(session, status=Stream.Status.COMPLETED)
+    failed = make_stream(session, status=Stream.Status.FAILED)
+    cancelled = make_stream(session, status=Stream.Status.CANCELLED)
     old = make_stream(session, status=Stream.Status.COMPLETED, finished_ago=7200)
     dead_session = make_session(terminated=timezone.now())
     of_terminated = make_stream(dead_session, status=Stream.Status.CANCELLED)
+    open_of_terminated = make_stream(dead_session, kind=Stream.Kind.STANDALONE)
 
     def listed(query):
         response = admin_client.get(STREAMS + query)
         assert response.status_code == 200
         return {s.pk for s in response.context["cl"].result_list}
 
-    assert listed("?state=active") == {open_connected.pk, open_idle.pk}
-    assert listed("?state=resumable") == {open_connected.pk, open_idle.pk, recent.pk}
+    assert listed("?state=active") == {open_connected.pk, open_idle.pk, held_by_stopped.pk, open_of_terminated.pk}
+    # Only what a client can resume: open, no connection on a live worker, its session active.
+    assert listed("?state=resumable") == {open_idle.pk, held_by_stopped.pk}
     assert listed("?state=connected") == {open_connected.pk}
-    assert listed("?state=expired") == {old.pk, of_terminated.pk}
+    assert listed("?state=expired") == {old.pk, open_of_terminated.pk}
     assert listed("?status=completed") == {recent.pk, old.pk}
-    assert listed("?kind=standalone") == set()
+    assert {failed.pk, cancelled.pk, of_terminated.pk}.isdisjoint(listed("?state=resumable"))
+    assert listed("?kind=standalone") == {held_by_stopped.pk, open_of_terminated.pk}
     page = text(admin_client.get(STREAMS))
     # The quick tabs come first, before the search box and the list.
     assert page.index('id="mcp-stream-tabs"') < page.index('id="changelist-search"')
@@ -285,6 +322,7 @@ def test_stream_page_shows_timeline_connections_and_events_in_order(admin_client
 
 
 def test_stream_page_offers_close_and_cancel_while_open(admin_client):
+    make_worker("w1")
     stream = make_stream(make_session(), connected="w1")
     page = text(admin_client.get(reverse("admin:mcp_transport_stream_change", args=[stream.pk])))
     assert 'id="mcp-close-connection"' in page and 'id="mcp-cancel-request"' in page
@@ -315,6 +353,147 @@ def test_event_pages(admin_client):
     found = admin_client.get(EVENTS + f"?q={stream.pk}-2").context["cl"].result_list
     assert [e.event_id for e in found] == [f"{stream.pk}-2"]
     assert admin_client.get(EVENTS + "?kind=priming").context["cl"].result_list[0].kind == "priming"
+
+
+def test_streams_of_a_deleted_session_show_how_they_ended(admin_client):
+    """Normal clients DELETE their session at exit: its streams keep their outcome in the lists."""
+    deleted = make_session(terminated=timezone.now())
+    ended = {status: make_stream(deleted, status=status)
+             for status in (Stream.Status.COMPLETED, Stream.Status.FAILED, Stream.Status.CANCELLED)}
+    page = flat(text(admin_client.get(STREAMS)))
+    session_page = flat(text(admin_client.get(reverse("admin:mcp_transport_session_change", args=[deleted.pk]))))
+    for status, stream in ended.items():
+        row = next(r for r in page.split("<tr") if f'/stream/{stream.pk}/change/' in r)
+        assert f'class="mcp-badge mcp-{status}"' in row and "mcp-expired" not in row
+        in_session = next(r for r in session_page.split("<tr") if f'/stream/{stream.pk}/change/' in r)
+        assert f"mcp-{status}" in in_session
+
+
+def test_a_stream_held_by_a_stopped_worker_is_not_connected(admin_client):
+    """The worker liveness rule of mcp_status: a connection counts only on a worker that is not stale."""
+    make_worker("gone", stale=True)
+    stream = make_stream(make_session(), kind=Stream.Kind.STANDALONE, connected="gone", worker="gone")
+    page = flat(text(admin_client.get(STREAMS)))
+    row = next(r for r in page.split("<tr") if f'/stream/{stream.pk}/change/' in r)
+    assert "mcp-resumable" in row and "connected now" not in row and "worker gone" in row
+    detail = text(admin_client.get(reverse("admin:mcp_transport_stream_change", args=[stream.pk])))
+    assert "connected now" not in detail and "conn live" not in detail
+    assert 'class="mcp-badge mcp-resumable"' in detail
+
+
+@pytest.mark.parametrize("page", ["session", "stream", "worker", "task", "event"])
+def test_detail_pages_show_times_to_the_second(admin_client, page):
+    at = timezone.now().replace(hour=14, minute=0, second=7, microsecond=0)
+    session = make_session()
+    Session.objects.filter(pk=session.pk).update(created_at=at)
+    stream = make_stream(session, status=Stream.Status.COMPLETED)
+    Stream.objects.filter(pk=stream.pk).update(created_at=at)
+    Event.objects.filter(stream=stream, seq=1).update(created_at=at)
+    objects = {"session": session.pk, "stream": stream.pk, "worker": make_worker("w7").pk,
+               "task": make_task(created_at=at).pk, "event": Event.objects.get(stream=stream, seq=1).pk}
+    if page == "worker":
+        Worker.objects.filter(pk="w7").update(started_at=at)
+    html = text(admin_client.get(reverse(f"admin:mcp_transport_{page}_change", args=[objects[page]])))
+    assert timezone.localtime(at).strftime("%Y-%m-%d %H:%M:%S") in html
+    assert "p.m." not in html and "a.m." not in html
+
+
+def test_task_list_filters_by_status_and_shows_who_what_where_and_how_long(admin_client):
+    make_worker("w1")
+    made = {status: make_task(status=status, tool=f"tool_{status}") for status in Task.Status.values}
+    queued = make_task(runner="django_tasks", worker="", tool="queued_tool", principal="token:abcd")
+    filters = flat(text(admin_client.get(TASKS)))
+    for label in ("working", "input required", "completed", "failed", "cancelled"):
+        assert f">{label}</a>" in filters.lower()
+    for status, task in made.items():
+        listed = {t.pk for t in admin_client.get(TASKS + f"?status__exact={status}").context["cl"].result_list}
+        assert listed == ({task.pk, queued.pk} if status == Task.Status.WORKING else {task.pk})
+    page = flat(text(admin_client.get(TASKS)))
+    row = next(r for r in page.split("<tr") if "queued_tool" in r)
+    assert "token:abcd" in row and "django_tasks" in row and "s so far" in row
+    done = next(r for r in page.split("<tr") if "tool_completed" in r)
+    assert "30.0 s" in done and "user:1" in done and "so far" not in done
+
+
+def test_task_page_shows_the_timeline_of_its_events(admin_client):
+    session = make_session()
+    task = make_task(status=Task.Status.COMPLETED, session=session, tool="progress")
+    other = make_task(session=session)
+    get = make_stream(session, kind=Stream.Kind.STANDALONE, events=0, primed=False)
+    t0 = task.created_at
+    messages = [
+        about_task(task.pk, jsonrpc.notification("notifications/progress", {"progressToken": "p", "progress": 1,
+                                                                            "total": 2, "message": "step 1"})),
+        about_task(task.pk, jsonrpc.notification("notifications/message", {"level": "info", "data": "half way"})),
+        about_task(other.pk, jsonrpc.notification("notifications/progress", {"progressToken": "q", "progress": 9})),
+        jsonrpc.dumps(jsonrpc.notification("notifications/tasks/status", tasks.session_fields(tasks.task_fields(
+            task.pk, "input_required", created_at=t0, updated_at=t0, ttl_ms=None, poll_interval_ms=1000,
+            status_message="Waiting for confirmation")))),
+        about_task(task.pk, {"jsonrpc": "2.0", "id": 5, "method": "elicitation/create",
+                             "params": {"message": "Sure?", "requestedSchema": {"type": "object"}}}),
+        about_task(task.pk, jsonrpc.notification("notifications/progress", {"progressToken": "p", "progress": 2,
+                                                                            "total": 2})),
+        jsonrpc.dumps(jsonrpc.notification("notifications/tasks/status", tasks.session_fields(tasks.task_fields(
+            task.pk, "completed", created_at=t0, updated_at=t0, ttl_ms=None, poll_interval_ms=1000)))),
+    ]
+    Event.objects.bulk_create([Event(stream=get, seq=i, payload=payload, created_at=t0 + timedelta(seconds=i))
+                               for i, payload in enumerate(messages, start=1)])
+    response = admin_client.get(reverse("admin:mcp_transport_task_change", args=[task.pk]))
+    assert response.status_code == 200
+    page = text(response)
+    start = page.index('class="mcp-timeline"')
+    svg = page[start:page.index("</svg>", start)]
+    assert 'aria-label="Task timeline"' in svg and ">status</text>" in svg
+    assert svg.count('class="event message"') == 3  # two progress notifications and the log message
+    assert svg.count('class="event status"') == 2 and svg.count('class="event question"') == 1
+    assert "progress (process runner)" in svg and "ended completed" in svg and "conn live" not in svg
+    events = page[page.index('id="mcp-task-events"'):]
+    assert "Events (6)" in events
+    summaries = re.findall(r"<td>((?:notifications|request)[^<]*)</td>", events)
+    assert summaries == ["notifications/progress 1/2 step 1", "notifications/message info",
+                         "notifications/tasks/status input_required: Waiting for confirmation",
+                         "request elicitation/create", "notifications/progress 2/2",
+                         "notifications/tasks/status completed"]
+    assert f">{get.pk}-3<" not in events  # the other task's
+
+
+def test_a_working_task_page_offers_cancel_and_a_task_without_events_says_why(admin_client):
+    make_worker("w1")
+    task = make_task(status_message="Waiting for confirmation")
+    page = text(admin_client.get(reverse("admin:mcp_transport_task_change", args=[task.pk])))
+    assert 'id="mcp-cancel-task"' in page
+    assert "conn live" in page and "working now" in page
+    assert "No events stored for this task" in page
+    done = make_task(status=Task.Status.FAILED, status_message="It could not be queued")
+    page = text(admin_client.get(reverse("admin:mcp_transport_task_change", args=[done.pk])))
+    assert 'id="mcp-cancel-task"' not in page
+    assert 'class="disconnect"' in page and "ended failed: It could not be queued" in page
+
+
+def test_cancel_a_task_from_its_page_tells_its_worker(admin_client, layer):
+    make_worker("w1")
+    task = make_task()
+    url = reverse("admin:mcp_transport_task_cancel", args=[task.pk])
+    assert "Cancel the task" in text(admin_client.get(url))
+    assert Task.objects.get(pk=task.pk).status == Task.Status.WORKING  # asking is not doing
+    response = admin_client.post(url)
+    assert response.status_code == 302
+    assert Task.objects.get(pk=task.pk).status == Task.Status.CANCELLED
+    assert [m for m in layer() if m.get("task") == task.pk][0]["action"] == "cancel"
+    assert LogEntry.objects.filter(object_id=task.pk).exists()
+
+
+def test_cancel_tasks_action_confirms_and_leaves_finished_ones(admin_client, layer):
+    make_worker("w1")
+    working, waiting = make_task(), make_task(status=Task.Status.INPUT_REQUIRED)
+    done = make_task(status=Task.Status.COMPLETED)
+    data = {"action": "cancel_tasks", "_selected_action": [working.pk, waiting.pk, done.pk]}
+    confirm = admin_client.post(TASKS, data)
+    assert confirm.status_code == 200 and "Cancel these tasks" in text(confirm)
+    assert not Task.objects.filter(status=Task.Status.CANCELLED).exists()
+    admin_client.post(TASKS, {**data, "confirm": "yes"})
+    assert dict(Task.objects.values_list("pk", "status")) == {
+        working.pk: Task.Status.CANCELLED, waiting.pk: Task.Status.CANCELLED, done.pk: Task.Status.COMPLETED}
 
 
 def test_session_page_lists_its_streams_and_offers_terminate(admin_client):
@@ -574,6 +753,28 @@ def test_detail_page_queries_do_not_grow_with_events(admin_client, django_assert
     page = text(response)
     assert page.count('class="event ') == timeline.MAX_EVENTS
     assert "500 of 3001 events drawn" in page
+
+
+def test_task_page_queries_do_not_grow_with_its_events(admin_client, django_assert_num_queries):
+    pages = {}
+    for count in (3, 800):
+        session = make_session()
+        task = make_task(session=session)
+        get = make_stream(session, kind=Stream.Kind.STANDALONE, events=0, primed=False)
+        Event.objects.bulk_create([
+            Event(stream=get, seq=i, payload=about_task(task.pk, jsonrpc.notification(
+                "notifications/progress", {"progressToken": "p", "progress": i, "total": count})))
+            for i in range(1, count + 1)])
+        pages[count] = reverse("admin:mcp_transport_task_change", args=[task.pk])
+    admin_client.get(pages[3])
+    with CaptureQueriesContext(connection) as few:
+        admin_client.get(pages[3])
+    with django_assert_num_queries(len(few.captured_queries) + 1):  # + the count past MAX_EVENTS
+        response = admin_client.get(pages[800])
+    page = text(response)
+    assert page.count('class="event message"') == timeline.MAX_EVENTS
+    assert "500 of 800 events drawn (the newest)" in page and "Events (800)" in page
+    assert "The newest 100 of 800." in page and "notifications/progress 800/800" in page
 
 
 # Pieces

@@ -290,6 +290,23 @@ def screenshot(page, name: str):
     return path
 
 
+def logged_in(playwright, profile: str, base: str, viewport: dict, *, sidebar: bool = True):
+    """Chromium at this viewport, the operator logged in to the admin: (context, page)."""
+    context = playwright.chromium.launch_persistent_context(
+        profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS, viewport=viewport,
+        device_scale_factor=1)
+    if not sidebar:
+        context.add_init_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
+    context.set_default_timeout(WAIT * 1000)
+    page = context.new_page()
+    page.goto(f"{base}/admin/login/?next=/admin/")
+    page.fill("#id_username", USERNAME)
+    page.fill("#id_password", PASSWORD)
+    page.click("input[type=submit]")
+    page.wait_for_url(f"{base}/admin/")
+    return context, page
+
+
 def test_close_connection_in_the_browser_and_the_client_resumes(server, mcp):
     sync_playwright = browser_or_fail()
     base = base_url(server)
@@ -298,19 +315,8 @@ def test_close_connection_in_the_browser_and_the_client_resumes(server, mcp):
     call = None
     try:
         with sync_playwright() as playwright:
-            context = playwright.chromium.launch_persistent_context(
-                profile, executable_path=CHROMIUM, headless=True, args=CHROMIUM_FLAGS,
-                viewport={"width": 1360, "height": 860}, device_scale_factor=1,
-            )
             # The admin's navigation sidebar folded: more room for the lists in the screenshots.
-            context.add_init_script("localStorage.setItem('django.admin.navSidebarIsOpen', 'false')")
-            context.set_default_timeout(WAIT * 1000)
-            page = context.new_page()
-            page.goto(f"{base}/admin/login/?next=/admin/")
-            page.fill("#id_username", USERNAME)
-            page.fill("#id_password", PASSWORD)
-            page.click("input[type=submit]")
-            page.wait_for_url(f"{base}/admin/")
+            context, page = logged_in(playwright, profile, base, {"width": 1360, "height": 860}, sidebar=False)
 
             page.goto(f"{base}/admin/mcp_transport/session/")
             row = page.locator("#result_list tbody tr", has=page.locator(f"span[title='{client.session_id}']"))
@@ -375,3 +381,213 @@ def test_close_connection_in_the_browser_and_the_client_resumes(server, mcp):
         if call is not None:
             call.done.wait(WAIT)
         shutil.rmtree(profile, ignore_errors=True)
+
+
+# The operator's reading of states and tasks (issue 17, point 17; the Tasks page)
+
+
+NARROW = {"width": 1400, "height": 900}  # a laptop: the lists keep their state column on screen
+TIME_TO_THE_SECOND = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
+
+
+def twin(server, client: MCPClient) -> MCPClient:
+    """A second connection pool on the same session (to notify while the first one reads)."""
+    other = MCPClient(server.url)
+    other.session_id, other.version = client.session_id, client.version
+    return other
+
+
+def stream_ids_of(client: MCPClient, messages) -> list[int]:
+    return sorted({int(e.id.split("-")[0]) for e in messages if e.id})
+
+
+def call_events(client: MCPClient, name: str, arguments: dict, **params):
+    """A `tools/call` read to its end over SSE: its events."""
+    message = {"jsonrpc": "2.0", "id": client.next_id(), "method": "tools/call",
+               "params": {"name": name, "arguments": arguments, "_meta": {"progressToken": "t"}, **params}}
+    result = client.stream("POST", message, read_timeout=WAIT)
+    assert result.status == 200
+    return result
+
+
+def task_status(client: MCPClient, task_id: str) -> str:
+    return client.request("tasks/get", {"taskId": task_id})["result"]["status"]
+
+
+def column_on_screen(page, column: str) -> bool:
+    """The column's header lies wholly within the viewport and within the list's own box (which
+    scrolls sideways: what lies past its edge is hidden until the operator scrolls)."""
+    header = page.locator(f"#result_list thead th.column-{column}").bounding_box()
+    visible = page.locator("#changelist .results").bounding_box()
+    assert header is not None and visible is not None, f"no {column} column"
+    right = min(page.viewport_size["width"], visible["x"] + visible["width"])
+    return header["x"] >= visible["x"] and header["x"] + header["width"] <= right
+
+
+def test_states_tasks_and_narrow_lists_in_the_browser(server, mcp):
+    """At 1,400 px with the navigation sidebar open: the state columns on screen; the Resumable tab
+    lists only what a client can resume; a DELETEd session's streams say how they ended; detail
+    pages show times to the second; a task's page shows its timeline, and the operator cancels one."""
+    sync_playwright = browser_or_fail()
+    base = base_url(server)
+
+    # A session whose client completed a call, cancelled another, then DELETEd it (a failed stream, ended
+    # by a tool's crash, is in test_admin.py: here the server's log must stay free of tracebacks).
+    done = mcp()
+    completed = stream_ids_of(done, call_events(done, "progress", {"count": 2, "delay": 0}).events)[0]
+    cancelling = ToolCall(done, "progress", {"count": 400, "delay": 0.05}, resume=False)
+    cancelling.start()
+    wait_until(lambda: cancelling.progressed(2), "the call to cancel to progress")
+    canceller = twin(server, done)
+    canceller.notify("notifications/cancelled", {"requestId": cancelling.request_id, "reason": "user pressed stop"})
+    canceller.close()
+    cancelling.finish()
+    cancelled = cancelling.stream_id
+    assert done.delete().status_code == 200
+
+    # A session with a stream its client left (resumable) and one it reads (connected now).
+    live = mcp()
+    left = live.stream("POST", {"jsonrpc": "2.0", "id": live.next_id(), "method": "tools/call",
+                                "params": {"name": "progress", "arguments": {"count": 600, "delay": 0.05},
+                                           "_meta": {"progressToken": "left"}}},
+                       stop=lambda event: bool(event.message))
+    resumable = int(left.last_id.split("-")[0])
+    reading = ToolCall(live, "progress", {"count": 600, "delay": 0.05}, resume=False)
+    reading.start()
+    wait_until(lambda: reading.progressed(2), "the connected call to progress")
+    connected = reading.stream_id
+
+    # Tasks: one that ran to its end with progress, one working for the operator to cancel.
+    tasks_client = mcp()
+    created = call_events(tasks_client, "progress", {"count": 5, "delay": 0.02}, task={"ttl": 60000}).messages
+    finished_task = next(m for m in created if "result" in m)["result"]["task"]["taskId"]
+    wait_until(lambda: task_status(tasks_client, finished_task) == "completed", "the task to complete")
+    result = tasks_client.stream("POST", {"jsonrpc": "2.0", "id": tasks_client.next_id(), "method": "tasks/result",
+                                          "params": {"taskId": finished_task}}, read_timeout=WAIT)
+    assert result.messages[-1]["result"]["content"] == [{"type": "text", "text": "done 5"}]
+    working = call_events(tasks_client, "slow_compute", {"seconds": 120, "label": "to cancel"},
+                          task={"ttl": 60000}).messages
+    working_task = next(m for m in working if "result" in m)["result"]["task"]["taskId"]
+
+    profile = tempfile.mkdtemp(prefix="mcp-chromium-")
+    try:
+        with sync_playwright() as playwright:
+            context, page = logged_in(playwright, profile, base, NARROW)
+
+            # The lists at 1,400 px, the sidebar open: the state columns within the viewport.
+            page.goto(f"{base}/admin/mcp_transport/session/")
+            assert page.locator("#nav-sidebar").is_visible()
+            assert column_on_screen(page, "state")
+            screenshot(page, "admin-sessions-1400.png")
+            page.goto(f"{base}/admin/mcp_transport/stream/")
+            assert column_on_screen(page, "state")
+            screenshot(page, "admin-streams-1400.png")
+
+            def listed() -> dict[int, str]:
+                rows = {}
+                for row in page.locator("#result_list tbody tr").all():
+                    href = row.locator("th a").first.get_attribute("href")
+                    stream_id = int(re.search(r"/stream/(\d+)/change/", href).group(1))
+                    rows[stream_id] = row.locator("td.field-state").inner_text().strip()
+                return rows
+
+            # The Resumable tab: what a client can resume, nothing else.
+            page.click("a.mcp-tab[data-state=resumable]")
+            page.wait_for_url(lambda url: "state=resumable" in url)
+            shown = listed()
+            assert shown.get(resumable) == "resumable"
+            assert not {connected, completed, cancelled} & set(shown), shown
+            assert set(shown.values()) == {"resumable"}
+            page.click("a.mcp-tab[data-state=connected]")
+            page.wait_for_url(lambda url: "state=connected" in url)
+            assert listed().get(connected) == "connected now"
+
+            # The DELETEd session's streams keep how they ended.
+            page.goto(f"{base}/admin/mcp_transport/stream/?session__id__exact={done.session_id}")
+            assert {k: v for k, v in listed().items() if k in (completed, cancelled)} == {
+                completed: "completed", cancelled: "cancelled"}
+            screenshot(page, "admin-streams-deleted-session.png")
+
+            # Detail pages: times to the second.
+            page.goto(f"{base}/admin/mcp_transport/stream/{completed}/change/")
+            for label in ("Created at", "Finished at"):
+                value = page.locator(".form-row", has=page.locator(f"label:text-is('{label}:')")).locator(".readonly")
+                assert TIME_TO_THE_SECOND.fullmatch(value.inner_text().strip()), value.inner_text()
+            page.goto(f"{base}/admin/mcp_transport/session/{done.session_id}/change/")
+            terminated = page.locator(".form-row", has=page.locator("label:text-is('Terminated at:')"))
+            assert TIME_TO_THE_SECOND.fullmatch(terminated.locator(".readonly").inner_text().strip())
+
+            # The finished task's page: its timeline of events, the progress among them.
+            page.goto(f"{base}/admin/mcp_transport/task/?status__exact=completed")
+            page.locator("#result_list tbody tr th a", has_text=finished_task[:13]).first.click()
+            page.wait_for_url(lambda url: f"/task/{finished_task}/change/" in url)
+            svg = page.locator("#mcp-timeline svg.mcp-timeline")
+            assert svg.locator("line.event.message").count() == 5  # five progress notifications
+            assert svg.locator("line.event.status").count() >= 1  # at least its completion
+            assert svg.locator("line.event.final").count() == 1  # its result, delivered by tasks/result
+            events = page.locator("#mcp-task-events").inner_text()
+            assert "notifications/progress 5/5 step 5" in events and "notifications/tasks/status completed" in events
+            created_at = page.locator(".form-row", has=page.locator("label:text-is('Created at:')"))
+            assert TIME_TO_THE_SECOND.fullmatch(created_at.locator(".readonly").inner_text().strip())
+            screenshot(page, "admin-task-page.png")
+
+            # The working task: listed as working, cancelled by the operator, its client told so.
+            page.goto(f"{base}/admin/mcp_transport/task/?status__exact=working")
+            page.locator("#result_list tbody tr th a", has_text=working_task[:13]).first.click()
+            page.wait_for_url(lambda url: f"/task/{working_task}/change/" in url)
+            assert page.locator("svg.mcp-timeline rect.conn.live").count() == 1
+            page.click("#mcp-cancel-task")
+            page.wait_for_url(lambda url: f"/task/{working_task}/cancel/" in url)
+            with page.expect_navigation():
+                page.click("#mcp-confirm")
+            assert "Cancelled task" in page.locator("ul.messagelist").inner_text()
+            assert task_status(tasks_client, working_task) == "cancelled"
+            page.goto(f"{base}/admin/mcp_transport/task/?status__exact=cancelled")
+            assert working_task[:13] in page.locator("#result_list").inner_text()
+            context.close()
+    finally:
+        reading.done.wait(WAIT)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def test_a_connection_of_a_killed_worker_is_not_connected_now():
+    """Two daphnes on one database; the one holding a client's GET stream is killed (-9): once its
+    heartbeat is older than LEASE_SECONDS, the other's admin no longer shows the stream connected."""
+    transport = {"LEASE_SECONDS": 1.5}
+    admin_server = DaphneServer(transport)
+    env = {**os.environ, **admin_server.db_env(), "DJANGO_SUPERUSER_USERNAME": USERNAME,
+           "DJANGO_SUPERUSER_PASSWORD": PASSWORD, "DJANGO_SUPERUSER_EMAIL": "operator@example.com"}
+    subprocess.run([sys.executable, "manage.py", "createsuperuser", "--noinput"], cwd=ROOT, env=env, check=True,
+                   capture_output=True)
+    cut: list[Exception] = []
+    with admin_server, DaphneServer(transport, db=admin_server.db) as doomed:
+        client = MCPClient(doomed.url)
+        client.initialize()
+
+        def hold_the_get_stream():
+            try:
+                client.stream("GET", read_timeout=WAIT)
+            except httpx.TransportError as exc:  # its server killed mid-stream
+                cut.append(exc)
+
+        reader = threading.Thread(target=hold_the_get_stream, daemon=True)
+        reader.start()
+        admin = AdminHTTP(admin_server)
+        try:
+            def state_of_get_stream() -> str:
+                page = admin.get(f"/admin/mcp_transport/stream/?session__id__exact={client.session_id}"
+                                 "&kind__exact=standalone").text
+                found = re.findall(r'<td class="field-state"><span class="mcp-badge mcp-([a-z-]+)"', page)
+                return found[0] if len(found) == 1 else ""
+
+            wait_until(lambda: state_of_get_stream() == "connected-now", "the GET stream to be connected")
+            doomed.kill()
+            reader.join(WAIT)
+            assert len(cut) == 1 and not reader.is_alive()
+            wait_until(lambda: state_of_get_stream() == "resumable", "the GET stream of the killed worker to be "
+                                                                      "resumable", interval=0.3)
+            page = admin.get(f"/admin/mcp_transport/stream/?session__id__exact={client.session_id}").text
+            assert "worker gone" in page
+        finally:
+            admin.close()
+            client.close()

@@ -75,11 +75,13 @@ def test_stream_state_rule_and_filters_agree(cutoffs, alive_workers):
         assert matching == [state], (stream.session_id, stream.status, stream.connected_worker, stream.finished_at)
         seen.add(state)
     assert seen == set(Stream.State)  # every state was met
-    # The admin's "Resumable" tab and "Expired" filter split the streams in two.
-    everything = set(Stream.objects.values_list("pk", flat=True))
-    unexpired = set(Stream.objects.unexpired(cutoffs).values_list("pk", flat=True))
-    expired = set(Stream.objects.in_state(Stream.State.EXPIRED, cutoffs=cutoffs).values_list("pk", flat=True))
-    assert unexpired | expired == everything and not unexpired & expired
+    # Replayable: finished within the retention, in an active session; nothing else.
+    replayable = Stream.objects.replayable(cutoffs).select_related("session")
+    assert replayable.exists()
+    for stream in Stream.objects.select_related("session"):
+        assert (stream in replayable) == (
+            stream.state_at(cutoffs) in (Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED)
+            and stream.session.state_at(cutoffs) == Session.State.ACTIVE), stream.pk
 
 
 def test_a_stream_of_an_idle_session_is_expired_whatever_its_status(cutoffs):
@@ -89,7 +91,41 @@ def test_a_stream_of_an_idle_session_is_expired_whatever_its_status(cutoffs):
                                  finished_at=ago(cutoffs, 5))
     for stream in (waiting, done):
         assert Stream.objects.get(pk=stream.pk).state_at(cutoffs) == Stream.State.EXPIRED
-    assert not Stream.objects.unexpired(cutoffs).filter(session=idle).exists()
+    assert not Stream.objects.replayable(cutoffs).filter(session=idle).exists()
+
+
+def test_streams_of_a_deleted_session_keep_how_they_ended(cutoffs):
+    """Clients DELETE their session at exit: its streams still say whether they completed, failed or were
+    cancelled until their retention ends (not replayable: the session is gone); an open one is expired."""
+    deleted = Session.objects.create(id="deleted", protocol_version="2025-11-25", last_seen_at=ago(cutoffs, 5),
+                                     terminated_at=ago(cutoffs, 1))
+    ended = {status: Stream.objects.create(session=deleted, request_id="1", status=status,
+                                           finished_at=ago(cutoffs, 2))
+             for status in (Stream.Status.COMPLETED, Stream.Status.FAILED, Stream.Status.CANCELLED)}
+    old = Stream.objects.create(session=deleted, request_id="2", status=Stream.Status.COMPLETED,
+                                finished_at=ago(cutoffs, 9000))
+    waiting = Stream.objects.create(session=deleted, kind=Stream.Kind.STANDALONE)
+    for status, stream in ended.items():
+        assert Stream.objects.get(pk=stream.pk).state_at(cutoffs) == status
+        assert Stream.objects.in_state(status, cutoffs=cutoffs).filter(pk=stream.pk).exists()
+    for stream in (old, waiting):
+        assert Stream.objects.get(pk=stream.pk).state_at(cutoffs) == Stream.State.EXPIRED
+    assert not Stream.objects.replayable(cutoffs).filter(session=deleted).exists()
+
+
+def test_running_workers_are_the_liveness_rule(cutoffs):
+    """`Cutoffs.running_workers`, the connections that count (admin, mcp_status, metrics): not stale."""
+    Worker.objects.create(id="alive", host="h", pid=1, heartbeat_at=ago(cutoffs, 1))
+    Worker.objects.create(id="stopping", host="h", pid=2, heartbeat_at=ago(cutoffs, 1), stopping=True)
+    Worker.objects.create(id="stopped", host="h", pid=3, heartbeat_at=ago(cutoffs, 31), stopping=True)
+    assert sorted(cutoffs.running_workers) == ["alive", "stopping"]
+    session = Session.objects.create(id="s", protocol_version="2025-11-25", last_seen_at=ago(cutoffs, 5))
+    held = {worker: Stream.objects.create(session=session, kind=Stream.Kind.STANDALONE, connected_worker=worker)
+            for worker in ("alive", "stopping", "stopped", "never-seen")}
+    states = {worker: Stream.objects.select_related("session").get(pk=stream.pk)
+              .state_at(cutoffs, alive_workers=cutoffs.running_workers) for worker, stream in held.items()}
+    assert states == {"alive": "connected now", "stopping": "connected now", "stopped": "resumable",
+                      "never-seen": "resumable"}
 
 
 def test_worker_liveness_rule_and_filters_agree(cutoffs):

@@ -19,10 +19,11 @@ stored counters (`Stream.last_seq`) and from one grouped query for the page's ro
 
 Where things are: one module per page (`sessions`, `streams`, `events`, `workers`, `tokens`,
 `modern`: the 2026-07-28 listen streams and long calls, `tasks`);
-`base` the view-only ModelAdmin they share, `actions` how a page runs an operation
-(confirmation, report, history), `counts` the per-page counts, `display` badges, times and
-payloads, `timeline` the stream page's SVG. What each state means (session, stream, worker)
-is decided in `mcp_transport.models`, shared with `manage.py mcp_status`.
+`base` the view-only ModelAdmin they share (date-times to the second), `actions` how a page
+runs an operation (confirmation, report, history), `counts` the per-page counts, `display`
+badges, times and payloads, `timeline` the stream and task pages' SVG (and which stored events
+are a task's). What each state means (session, stream, worker) is decided in
+`mcp_transport.models`, shared with `manage.py mcp_status` and the metrics.
 """
 # Importing the page modules registers them (Django's admin autodiscovery imports this package).
 from . import events, modern, sessions, streams, tasks, tokens, workers  # noqa: F401

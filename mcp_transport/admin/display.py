@@ -6,7 +6,7 @@ import json
 from django.utils import timezone
 from django.utils.html import format_html
 
-from ..models import Stream
+from ..models import Cutoffs, Stream
 
 
 def badge(state: str, label: str | None = None, title: str = ""):
@@ -23,14 +23,24 @@ def short_id(value: str, length: int = 12) -> str:
     return value if len(value) <= length else value[:length] + "…"
 
 
+def stream_state(stream: Stream, cutoffs: Cutoffs) -> Stream.State:
+    """A stream's state as an operator reads it: a connection counts only on a worker that is not
+    stale (`Cutoffs.running_workers`, the rule `mcp_status` applies)."""
+    return stream.state_at(cutoffs, alive_workers=cutoffs.running_workers)
+
+
 # What each of a stream's states (`Stream.state_at`) means, as the badge's tooltip.
 STATE_HELP = {
-    Stream.State.CONNECTED: "A connection holds this stream now; a resume would replace it.",
-    Stream.State.RESUMABLE: "Open, no connection: the client may resume it with Last-Event-ID.",
-    Stream.State.COMPLETED: "Ended with its response; replayable until its retention ends.",
-    Stream.State.FAILED: "Ended with an error response; replayable until its retention ends.",
-    Stream.State.CANCELLED: "Cancelled; replayable until its retention ends.",
-    Stream.State.EXPIRED: "Past EVENT_RETENTION_SECONDS, or its session ended: clients get 404; mcp_prune deletes it.",
+    Stream.State.CONNECTED: "A live worker holds a connection of this stream now; a resume would replace it.",
+    Stream.State.RESUMABLE: "Open, no connection (or its worker is gone): the client may resume it with "
+                            "Last-Event-ID.",
+    Stream.State.COMPLETED: "Ended with its response; replayable while its session is active, until its "
+                            "retention ends.",
+    Stream.State.FAILED: "Ended with an error response; replayable while its session is active, until its "
+                         "retention ends.",
+    Stream.State.CANCELLED: "Cancelled; replayable while its session is active, until its retention ends.",
+    Stream.State.EXPIRED: "Past EVENT_RETENTION_SECONDS, its session idle, or open when its session ended: "
+                          "clients get 404; mcp_prune deletes it.",
 }
 
 
@@ -71,6 +81,9 @@ def summarize(payload: str) -> str:
                 detail += f" {params['message']}"
         elif message["method"] == "notifications/message" and isinstance(params, dict):
             detail = f" {params.get('level', '')}"
+        elif message["method"] == "notifications/tasks/status" and isinstance(params, dict):
+            detail = f" {params.get('status', '')}" + (f": {params['statusMessage']}"
+                                                        if params.get("statusMessage") else "")
         prefix = "request " if "id" in message else ""
         return f"{prefix}{message['method']}{detail}"
     if "error" in message:

@@ -17,7 +17,7 @@ from ..models import Cutoffs, Session, Stream
 from ..protocol.dispatch import SUPPORTED_VERSIONS
 from .base import OperatorAdmin
 from .counts import decorate_sessions, decorate_streams
-from .display import badge, short_id, when
+from .display import badge, short_id, stream_state, when
 
 SESSION_STREAMS_SHOWN = 20
 
@@ -48,7 +48,8 @@ class ProtocolVersionFilter(admin.SimpleListFilter):
 
 @admin.register(Session)
 class SessionAdmin(OperatorAdmin):
-    list_display = ("session_id", "client", "protocol_version", "user", "created", "last_seen", "state",
+    # The state right after the id: long client names must not push it off narrow screens.
+    list_display = ("session_id", "state", "client", "protocol_version", "user", "last_seen", "created",
                     "streams", "events")
     list_filter = (SessionStateFilter, ProtocolVersionFilter, ("client_name", admin.AllValuesFieldListFilter),
                    "server")
@@ -132,7 +133,7 @@ class SessionAdmin(OperatorAdmin):
             decorate_sessions([session])
             cutoffs = Cutoffs.at()
             extra_context.update(
-                session_streams=[(s, s.state_at(cutoffs)) for s in streams],
+                session_streams=[(s, stream_state(s, cutoffs)) for s in streams],
                 session_stream_total=session.stream_total,
                 session_events=session.event_total,
                 can_terminate=request.user.has_perm("mcp_transport.change_session")

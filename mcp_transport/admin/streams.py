@@ -14,7 +14,7 @@ from ..models import Cutoffs, Event, Session, Stream, StreamConnection
 from . import timeline
 from .base import OperatorAdmin
 from .counts import decorate_streams
-from .display import badge, pretty_json, short_id, stream_badge, when
+from .display import badge, pretty_json, short_id, stream_badge, stream_state, when
 
 EVENTS_PER_PAGE = 50
 PAYLOAD_PREVIEW_CHARS = 20_000
@@ -32,23 +32,24 @@ class StreamStateFilter(admin.SimpleListFilter):
             ("expired", "Expired"),
         ]
 
+    STATES = {"resumable": Stream.State.RESUMABLE, "connected": Stream.State.CONNECTED,
+              "expired": Stream.State.EXPIRED}
+
     def queryset(self, request, queryset):
         value = self.value()
         if value == "active":
             return queryset.open()
-        if value == "resumable":  # every state a client may still come back to: all but expired
-            return queryset.unexpired()
-        if value == "connected":
-            return queryset.in_state(Stream.State.CONNECTED)
-        if value == "expired":
-            return queryset.in_state(Stream.State.EXPIRED)
+        if value in self.STATES:
+            cutoffs = Cutoffs.at()
+            return queryset.in_state(self.STATES[value], cutoffs=cutoffs, alive_workers=cutoffs.running_workers)
         return queryset
 
 
 @admin.register(Stream)
 class StreamAdmin(OperatorAdmin):
-    list_display = ("id", "session_link", "kind_label", "state", "held_by", "opened", "last_event", "events",
-                    "reconnects", "policy")
+    # The state right after the id: a long method or tool name must not push it off narrow screens.
+    list_display = ("id", "state", "kind_label", "session_link", "held_by", "opened", "last_event", "events",
+                    "reconnects")
     list_display_links = ("id",)
     list_filter = (StreamStateFilter, "status", "kind")
     list_select_related = ("session",)
@@ -66,7 +67,17 @@ class StreamAdmin(OperatorAdmin):
                        "events", "last_event")
 
     def decorate(self, rows):
+        cutoffs = Cutoffs.at()
+        for row in rows:
+            row.operator_state = stream_state(row, cutoffs)
         return decorate_streams(rows)
+
+    @staticmethod
+    def state_of(obj) -> Stream.State:
+        """The row's state as decorated for its page (`stream_state`), or read now for a lone row."""
+        if not hasattr(obj, "operator_state"):
+            obj.operator_state = stream_state(obj, Cutoffs.at())
+        return obj.operator_state
 
     def get_search_results(self, request, queryset, search_term):
         """Besides the text fields, a stream id (`12`) or an SSE event id (`12-34`) finds its stream."""
@@ -105,12 +116,13 @@ class StreamAdmin(OperatorAdmin):
 
     @admin.display(description="state", ordering="status")
     def state(self, obj):
-        return stream_badge(obj.state_at(Cutoffs.at()))
+        return stream_badge(self.state_of(obj))
 
     @admin.display(description="held by", ordering="connected_worker")
     def held_by(self, obj):
         if obj.connected_worker and obj.status == Stream.Status.OPEN:
-            return format_html('<span class="mcp-mono">{}</span>', obj.connected_worker)
+            gone = "" if self.state_of(obj) == Stream.State.CONNECTED else " (worker gone)"
+            return format_html('<span class="mcp-mono">{}</span>{}', obj.connected_worker, gone)
         return "—"
 
     @admin.display(description="opened", ordering="created_at")
@@ -205,10 +217,11 @@ class StreamAdmin(OperatorAdmin):
         connections = list(StreamConnection.objects.filter(stream=stream).order_by("-opened_at", "-id")[:50])
         can_operate = request.user.has_perm("mcp_transport.change_stream")
         is_open = stream.status == Stream.Status.OPEN
-        state = stream.state_at(Cutoffs.at())
+        cutoffs = Cutoffs.at()
+        state = stream.operator_state = stream_state(stream, cutoffs)
         return {
             "stream_state": state,
-            "timeline_svg": mark_safe(timeline.svg(stream, stream.primed)),
+            "timeline_svg": mark_safe(timeline.svg(stream, stream.primed, alive_workers=cutoffs.running_workers)),
             "events": events,
             "events_page": page,
             "events_pages": pages,

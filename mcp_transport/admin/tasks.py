@@ -1,19 +1,22 @@
-"""Tasks: status, tool, who asked, where it runs, how long it took; the task's request, answer and
-questions; cancel one."""
+"""Tasks: status, tool, who asked, where it runs, how long it took; the task's timeline of events,
+request, answer and questions; cancel one."""
 from __future__ import annotations
 
 from django.contrib import admin
 from django.urls import path
 from django.utils import timezone
 from django.utils.html import format_html
+from django.utils.safestring import mark_safe
 
 from .. import operations
 from ..models import Task
+from . import timeline
 from .base import OperatorAdmin
 from .display import badge, pretty_json, short_id, when
 from .workers import decorate_liveness, liveness_badge
 
 CANCEL_PERMISSION = "mcp_transport.change_task"
+EVENTS_SHOWN = 100
 STATUS_BADGES = {
     Task.Status.WORKING: "active",
     Task.Status.INPUT_REQUIRED: "resumable",
@@ -114,4 +117,14 @@ class TaskAdmin(OperatorAdmin):
 
     def change_view(self, request, object_id, form_url="", extra_context=None):
         extra_context = {**(extra_context or {}), "can_cancel": self.has_cancel_permission(request)}
+        task = self.get_object(request, object_id)
+        if task is not None:
+            events, total = timeline.task_events(task)
+            extra_context.update(
+                task_badge=self.status_badge(task),
+                task_timeline_svg=mark_safe(timeline.task_svg(task, events, total)),
+                task_events=events[-EVENTS_SHOWN:],
+                task_event_total=total,
+                task_events_shown=min(total, EVENTS_SHOWN),
+            )
         return super().change_view(request, object_id, form_url, extra_context)

@@ -1,25 +1,35 @@
-"""A stream's life as a small inline SVG, drawn on the server for the admin's stream page.
+"""A stream's or a task's life as a small inline SVG, drawn on the server for the admin's pages.
 
-Two lanes over one time axis, from the stream's creation to its end (or now):
+Two lanes over one time axis, from the creation to the end (or now):
 
-- connections: a bar per connection (the initial POST, each resumption or GET), ended by a
-  red mark with the reason it closed (policy, tool, admin, client, replaced...), or running
-  on to the right edge while it is held; each resumption starts with a green mark.
-- events: a tick per event (priming grey, messages blue, the final one green and taller),
-  sampled evenly by sequence number to at most `MAX_EVENTS`, so a stream of a million
+- stream page, connections: a bar per connection (the initial POST, each resumption or GET),
+  ended by a red mark with the reason it closed (policy, tool, admin, client, replaced...), or
+  running on to the right edge while a live worker holds it; each resumption starts with a
+  green mark.
+- stream page, events: a tick per event (priming grey, messages blue, the final one green and
+  taller), sampled evenly by sequence number to at most `MAX_EVENTS`, so a stream of a million
   events costs one indexed query of a few hundred rows.
+- task page (`collect_task`), status: one bar from the task's creation to its end (or on to
+  the right edge while it works), ended by a red mark if it failed or was cancelled.
+- task page, events: the stored messages about the task (progress and log messages, status
+  notifications, questions to the client, the result delivered), the newest `MAX_EVENTS`.
 
 Everything is escaped; every mark has a <title> tooltip.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from xml.sax.saxutils import escape
 
+from django.db.models import Q
 from django.utils import timezone
 
-from ..models import Event, Stream, StreamConnection
+from ..models import Event, Stream, StreamConnection, Task
+from ..protocol import jsonrpc
+from ..protocol.tasks import RELATED_TASK
+from .display import summarize
 
 MAX_EVENTS = 500
 MAX_CONNECTIONS = 500
@@ -31,6 +41,10 @@ EVENT_Y = 78
 AXIS_Y = 116
 HEIGHT = 140
 ENDED_NORMALLY = {"completed", "ended", ""}
+# An event's tick by kind: a stream's events (`Event.Kind`), and what a task's events are (`task_tick_kind`).
+TICK_COLORS = {Event.Kind.PRIMING: "#999999", Event.Kind.MESSAGE: "#417690", Event.Kind.FINAL: "#2e7d32",
+               "status": "#c77c02", "question": "#8e44ad"}
+TALL_TICKS = {Event.Kind.FINAL, "status", "question"}
 
 
 @dataclass
@@ -43,6 +57,9 @@ class Span:
     live: bool = False
     initial: bool = False
     logged: bool = True
+    what: str = ""  # what the bar is, when it is not one of a stream's connections
+    live_label: str = "connected now"
+    until: str = ""  # how the bar ends, when it is not one of a stream's connections
 
 
 @dataclass
@@ -50,6 +67,7 @@ class Tick:
     seq: int
     kind: str
     at: datetime
+    title: str = ""
 
 
 @dataclass
@@ -60,6 +78,9 @@ class Timeline:
     ticks: list[Tick]
     event_total: int
     connection_total: int
+    lanes: tuple[str, str] = ("connections", "events")
+    subject: str = "Stream timeline"
+    partial: str = "drawn (sampled by seq)"
 
 
 def first_seq(primed: bool) -> int:
@@ -82,8 +103,15 @@ def sample_seqs(first: int, last: int, limit: int = MAX_EVENTS) -> list[int]:
     return sorted({first + round(i * step) for i in range(limit)})
 
 
-def collect(stream: Stream, primed: bool, now: datetime | None = None) -> Timeline:
-    """Read what the picture needs: two indexed queries (connections, sampled events)."""
+def held(stream: Stream, alive_workers=None) -> bool:
+    """An open stream whose connection a worker holds (one of `alive_workers`, if given)."""
+    return stream.status == Stream.Status.OPEN and bool(stream.connected_worker) and (
+        alive_workers is None or stream.connected_worker in alive_workers)
+
+
+def collect(stream: Stream, primed: bool, now: datetime | None = None, alive_workers=None) -> Timeline:
+    """Read what the picture needs: two indexed queries (connections, sampled events). Given
+    `alive_workers` (`Cutoffs.running_workers`), a connection held by another worker is not live."""
     now = now or timezone.now()
     end = stream.finished_at or now
     total_events = event_count(stream, primed)
@@ -102,7 +130,7 @@ def collect(stream: Stream, primed: bool, now: datetime | None = None) -> Timeli
     spans = []
     for index, (opened, closed, worker, reason, resumed_from) in enumerate(logged):
         is_last = index == len(logged) - 1
-        live = closed is None and is_last and stream.status == Stream.Status.OPEN and bool(stream.connected_worker)
+        live = closed is None and is_last and held(stream, alive_workers)
         spans.append(Span(opened, closed or (now if live else end), worker, reason, resumed_from, live=live))
     if stream.kind == Stream.Kind.REQUEST and not any(s.resumed_from is None for s in spans) \
             and connection_total <= MAX_CONNECTIONS:
@@ -112,7 +140,7 @@ def collect(stream: Stream, primed: bool, now: datetime | None = None) -> Timeli
             initial_end, live = stream.finished_at, False
         elif resumed:
             initial_end, live = resumed[0], False
-        elif stream.connected_worker:
+        elif held(stream, alive_workers):
             initial_end, live = now, True
         else:
             initial_end, live = stream.last_event_at or now, False
@@ -151,10 +179,10 @@ def render(timeline: Timeline) -> str:
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" class="mcp-timeline" viewBox="0 0 {WIDTH} {HEIGHT}" '
-        f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="Stream timeline" '
+        f'width="{WIDTH}" height="{HEIGHT}" role="img" aria-label="{escape(timeline.subject)}" '
         f'font-family="sans-serif" font-size="11">',
-        f'<text x="8" y="{CONN_Y + 13}" fill="#555">connections</text>',
-        f'<text x="8" y="{EVENT_Y + 13}" fill="#555">events</text>',
+        f'<text x="8" y="{CONN_Y + 13}" fill="#555">{escape(timeline.lanes[0])}</text>',
+        f'<text x="8" y="{EVENT_Y + 13}" fill="#555">{escape(timeline.lanes[1])}</text>',
         f'<line x1="{LEFT}" y1="{AXIS_Y}" x2="{WIDTH - RIGHT}" y2="{AXIS_Y}" stroke="#999"/>',
     ]
     for i in range(5):
@@ -169,9 +197,9 @@ def render(timeline: Timeline) -> str:
     for index, span in enumerate(timeline.spans):
         x1, x2 = x(span.start), x(span.end)
         width = max(x2 - x1, 2.0)
-        what = "initial POST" if span.initial else (
-            f"resumed from seq {span.resumed_from}" if span.resumed_from is not None else "GET")
-        until = "held now" if span.live else f"closed: {span.reason or 'with the stream'}"
+        what = span.what or ("initial POST" if span.initial else (
+            f"resumed from seq {span.resumed_from}" if span.resumed_from is not None else "GET"))
+        until = span.until or ("held now" if span.live else f"closed: {span.reason or 'with the stream'}")
         tip = f"{what} on {span.worker or '?'}, {_fmt_time(span.start)} to " \
               f"{'now' if span.live else _fmt_time(span.end)} ({_fmt_duration(span.end - span.start)}), {until}"
         fill = "#44aa55" if span.live else ("#79aec8" if index % 2 == 0 else "#5b8fb0")
@@ -190,19 +218,19 @@ def render(timeline: Timeline) -> str:
                 last_label_x = x2
         if span.live:
             out.append(f'<text x="{min(x2 + 3, WIDTH - RIGHT)}" y="{CONN_Y - 3}" text-anchor="end" '
-                       f'fill="#2e7d32">connected now</text>')
+                       f'fill="#2e7d32">{escape(span.live_label)}</text>')
 
-    colors = {Event.Kind.PRIMING: "#999999", Event.Kind.MESSAGE: "#417690", Event.Kind.FINAL: "#2e7d32"}
     for tick in timeline.ticks:
         tx = x(tick.at)
-        top = EVENT_Y - 4 if tick.kind == Event.Kind.FINAL else EVENT_Y
+        top = EVENT_Y - 4 if tick.kind in TALL_TICKS else EVENT_Y
         bottom = EVENT_Y + 18
+        title = tick.title or f"event {tick.seq} ({tick.kind}) at {_fmt_time(tick.at)}"
         out.append(f'<line class="event {escape(tick.kind)}" x1="{tx}" y1="{top}" x2="{tx}" y2="{bottom}" '
-                   f'stroke="{colors.get(tick.kind, "#417690")}" stroke-width="1">'
-                   f'<title>{escape(f"event {tick.seq} ({tick.kind}) at {_fmt_time(tick.at)}")}</title></line>')
+                   f'stroke="{TICK_COLORS.get(tick.kind, "#417690")}" stroke-width="1">'
+                   f'<title>{escape(title)}</title></line>')
     shown = len(timeline.ticks)
     note = f"{timeline.event_total} events" if shown == timeline.event_total else \
-        f"{shown} of {timeline.event_total} events drawn (sampled by seq)"
+        f"{shown} of {timeline.event_total} events {timeline.partial}"
     if len(timeline.spans) < timeline.connection_total:
         note += f"; the last {len(timeline.spans)} of {timeline.connection_total} connections"
     out.append(f'<text x="{WIDTH - RIGHT}" y="{EVENT_Y + 32}" text-anchor="end" fill="#666">{escape(note)}</text>')
@@ -210,6 +238,77 @@ def render(timeline: Timeline) -> str:
     return "".join(out)
 
 
-def svg(stream: Stream, primed: bool, now: datetime | None = None) -> str:
-    return render(collect(stream, primed, now))
+def svg(stream: Stream, primed: bool, now: datetime | None = None, alive_workers=None) -> str:
+    return render(collect(stream, primed, now, alive_workers))
 
+
+
+# A task's events: the messages stored about it, which say so in their related-task `_meta`.
+
+
+@dataclass
+class TaskEvent:
+    event: Event
+    kind: str  # a key of TICK_COLORS
+    summary: str
+
+
+STATUS_NOTIFICATION = "notifications/tasks/status"
+TASK_LIVE = {Task.Status.WORKING: "working now", Task.Status.INPUT_REQUIRED: "waiting for input now"}
+
+
+def task_tick_kind(payload: str) -> str:
+    """status: a `notifications/tasks/status`; question: a request to the client (elicitation,
+    sampling); final: the task's result or error delivered; message: progress, logs and the rest."""
+    try:
+        message = json.loads(payload) if len(payload) < 65536 else None
+    except ValueError:
+        message = None
+    if not isinstance(message, dict):
+        return Event.Kind.MESSAGE
+    method = message.get("method")
+    if method == STATUS_NOTIFICATION:
+        return "status"
+    if method is not None:
+        return "question" if "id" in message else Event.Kind.MESSAGE
+    return Event.Kind.FINAL
+
+
+def task_events(task: Task, limit: int = MAX_EVENTS) -> tuple[list[TaskEvent], int]:
+    """The newest `limit` events about a task, oldest first, and how many there are: the messages of
+    its session's streams carrying its related-task `_meta` (a 2025-11-25 task's progress, log
+    messages, status notifications and questions go to its session's GET stream; a status
+    notification names its task in its params). A task with no session (2026-07-28) has none."""
+    if not task.session_id:
+        return [], 0
+    about = jsonrpc.dumps({RELATED_TASK: {"taskId": task.pk}})[1:-1]
+    status = jsonrpc.dumps(jsonrpc.notification(STATUS_NOTIFICATION, {"taskId": task.pk}))[1:-2]
+    rows = Event.objects.filter(Q(payload__contains=about) | Q(payload__contains=status),
+                                stream__session_id=task.session_id)
+    events = list(rows.order_by("-id")[:limit])
+    events.reverse()
+    total = len(events) if len(events) < limit else rows.count()
+    return [TaskEvent(e, task_tick_kind(e.payload), summarize(e.payload)) for e in events], total
+
+
+def collect_task(task: Task, events: list[TaskEvent], total: int, now: datetime | None = None) -> Timeline:
+    """A task's timeline from its row (status, times, worker) and its events (`task_events`)."""
+    now = now or timezone.now()
+    end = task.finished_at or now
+    live = not task.terminal
+    ended = task.status in (Task.Status.FAILED, Task.Status.CANCELLED)
+    span = Span(task.created_at, end, task.worker, task.status if ended else "", live=live,
+                what=f"{task.tool or task.method} ({task.runner} runner)",
+                live_label=TASK_LIVE.get(task.status, ""),
+                until=TASK_LIVE.get(task.status) or f"ended {task.status}"
+                + (f": {task.status_message}" if task.status_message else ""))
+    ticks = [Tick(e.event.seq, e.kind, e.event.created_at,
+                  f"event {e.event.event_id} at {_fmt_time(e.event.created_at)}: {e.summary}") for e in events]
+    start = min([task.created_at, *(t.at for t in ticks)])
+    end = max([end, *(t.at for t in ticks)])
+    return Timeline(start, end, [span], ticks, total, 1, lanes=("status", "events"), subject="Task timeline",
+                    partial="drawn (the newest)")
+
+
+def task_svg(task: Task, events: list[TaskEvent], total: int, now: datetime | None = None) -> str:
+    return render(collect_task(task, events, total, now))

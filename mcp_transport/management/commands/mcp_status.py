@@ -47,11 +47,10 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
     for row in open_streams.exclude(connected_worker="").values("connected_worker", "kind").annotate(n=Count("id")):
         connected.setdefault(row["connected_worker"], {})[row["kind"]] = row["n"]
     rows = {w.id: w for w in Worker.objects.all()}
-    # A connection counts only on a worker that is not stale: the others' connections are gone.
-    alive_ids = [w.id for w in rows.values() if w.liveness_at(cutoffs) != STALE]
 
     def stream_in(state) -> Q:
-        return Stream.state_q(state, cutoffs, alive_workers=alive_ids)
+        # A connection counts only on a worker that is not stale: the others' connections are gone.
+        return Stream.state_q(state, cutoffs, alive_workers=cutoffs.running_workers)
 
     resumable = dict(open_streams.filter(stream_in(Stream.State.RESUMABLE)).values("worker").annotate(n=Count("id"))
                      .values_list("worker", "n"))
@@ -130,9 +129,7 @@ def collect(*, show_all: bool = False, limit: int = 50) -> dict:
         # Connected as the row says, but not on a worker that is alive: that connection is gone.
         held_by_gone_workers=Count("id", filter=~Q(connected_worker="") & ~stream_in(Stream.State.CONNECTED)),
     )
-    totals["replayable_finished"] = Stream.objects.in_state(
-        Stream.State.COMPLETED, Stream.State.FAILED, Stream.State.CANCELLED, cutoffs=cutoffs,
-    ).count()
+    totals["replayable_finished"] = Stream.objects.replayable(cutoffs).count()
     on_running = ModernRequest.objects.on_running_workers(cutoffs).order_by()
     modern_totals = {
         "listen_streams": on_running.filter(kind=ModernRequest.Kind.LISTEN).count(),
