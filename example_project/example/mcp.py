@@ -121,8 +121,7 @@ def test_error_handling():
 async def test_sampling(ctx: Context, prompt: str) -> str:
     """Ask the client's model to answer the prompt."""
     result = await ctx.sample(prompt, max_tokens=100)
-    text = (result.get("content") or {}).get("text", "")
-    return f"LLM response: {text}"
+    return f"LLM response: {result.text}"
 
 
 @mcp.tool
