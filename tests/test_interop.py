@@ -579,3 +579,30 @@ def test_python_sdk_2x_in_each_mode(mcp2_python, daphne, mode, era):
             assert probe["rpcMethod"] == "server/discover" and probe["status"] == 200, report
     else:
         assert sessions and out["exchanges"][0]["rpcMethod"] == "initialize", report
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_python_sdk_2x_url_elicitation_and_sampling_with_tools(mcp2_python, daphne, mode):
+    """mcp 2.x in each era: the sampling tool loop (its callback gets the tools, then the tool
+    result); connect_account completed through the example's page: on 2026-07-28 within the
+    input_required rounds the SDK drives (a URL elicitation without an id, no notification), on a
+    session after -32042 and the completion notification."""
+    server = daphne()
+    proc = subprocess.run([mcp2_python, str(INTEROP / "mcp2_url_and_tools.py"), server.url, mode],
+                          capture_output=True, text=True, timeout=120)
+    out = last_json_line(proc.stdout)
+    report = json.dumps(out, indent=1)[:6000]
+    assert out["ok"], f"{out.get('error')}\n{report}\n{proc.stderr[-2000:]}"
+    assert out["sampled"] == [{"tools": ["get_weather"], "roles": ["user"]},
+                              {"tools": ["get_weather"], "roles": ["user", "assistant", "user"]}], report
+    assert out["toolResult"] == {"toolUseId": "call-1", "text": "snow, -3 C"}, report
+    assert out["weather"] == "Oslo: snow, -3 C", report
+    assert out["connect"] == "Your account is connected." and out["pages"] == [200], report
+    (asked,) = out["urls"]
+    assert asked["mode"] == "url" and "/connect/connect-" in asked["url"], report
+    if mode == "legacy":
+        assert out["protocolVersion"] == "2025-11-25", report
+        assert out["firstConnect"]["code"] == -32042 and out["completed"] == [asked["elicitationId"]], report
+    else:
+        assert out["protocolVersion"] == "2026-07-28" and "firstConnect" not in out, report
+        assert asked["elicitationId"] is None and out["completed"] == [], report
