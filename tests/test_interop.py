@@ -536,6 +536,30 @@ def test_typescript_sdk_1x_experimental_tasks(node_tools, daphne):
     assert out["elicited"] == ["Delete /srv/old?"] and out["askingResult"] == "Deleted /srv/old", out
 
 
+def test_typescript_sdk_1x_url_elicitation_and_sampling_with_tools(node_tools, daphne):
+    """The TypeScript SDK 1.x client on a session: the sampling tool loop; a URL elicitation with
+    its id; -32042 as its UrlElicitationRequiredError; notifications/elicitation/complete once the
+    example's page is done (and only for that id); the call then served."""
+    server = daphne()
+    proc = subprocess.run([node_tools["node"], str(INTEROP / "ts_url_and_tools_client.mjs"), server.url],
+                          env=node_tools["env"], capture_output=True, text=True, timeout=120)
+    out = last_json_line(proc.stdout)
+    report = json.dumps(out)[:3000]
+    assert out["ok"], f"{out.get('error')}\n{report}\n{proc.stderr[-2000:]}"
+    assert out["protocolVersion"] == "2025-11-25"
+    assert out["sampled"] == [
+        {"tools": ["get_weather"], "toolChoice": {"mode": "auto"}, "roles": ["user"]},
+        {"tools": ["get_weather"], "toolChoice": {"mode": "auto"}, "roles": ["user", "assistant", "user"]}], report
+    assert out["toolResult"] == {"toolUseId": "ts-1", "text": "sunny, 21 C"} and out["weather"] == "Paris: sunny, 21 C"
+    (opened,) = out["elicited"]
+    assert opened["mode"] == "url" and opened["elicitationId"].startswith("settings-"), report
+    assert out["opened"] == f"action=accept elicitationId={opened['elicitationId']} completed=False", report
+    required = out["required"]
+    assert required["code"] == -32042 and required["mode"] == "url", report
+    assert out["pages"] == [200] and out["completed"] == [required["elicitationId"]], report
+    assert out["connect"] == "Your account is connected.", report
+
+
 # d. The MCP Inspector CLI -------------------------------------------------------------------------
 
 def test_inspector_cli_lists_tools(node_tools, example_server):
