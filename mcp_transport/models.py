@@ -539,6 +539,12 @@ def elicitation_key(server: str, elicitation_id: str) -> str:
     return hash_uri(f"{server}\x00{elicitation_id}")
 
 
+class ElicitationQuerySet(models.QuerySet):
+    def prunable(self, cutoffs: Cutoffs | None = None):
+        """A 2026-07-28 request's, started longer ago than SESSION_IDLE_TIMEOUT (a session's go with it)."""
+        return self.filter(session__isnull=True, created_at__lt=_cutoffs(cutoffs).idle)
+
+
 class Elicitation(models.Model):
     """A URL-mode elicitation a tool started: whom it belongs to (the session on 2025-11-25, the
     principal in both revisions) and whether the project has said it is done. Announcing it done
@@ -553,6 +559,8 @@ class Elicitation(models.Model):
     url = models.TextField()
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
     completed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ElicitationQuerySet.as_manager()
 
     class Meta:
         ordering = ["-created_at"]

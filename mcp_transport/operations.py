@@ -160,8 +160,9 @@ def prune() -> Outcome:
     """`manage.py mcp_prune`: expired and terminated sessions, finished streams past their retention."""
     counts = store.prune()
     return Outcome(True, f"Pruned {counts['sessions']} session rows, {counts['streams']} stream rows "
-                         f"(with their events), {counts['modern']} modern request rows of workers that are gone "
-                         f"and {counts['tasks']} tasks past their TTL.")
+                         f"(with their events), {counts['modern']} modern request rows of workers that are gone"
+                         f", {counts['tasks']} tasks past their TTL and {counts['elicitations']} URL elicitations "
+                         "of 2026-07-28 requests.")
 
 
 def complete_elicitation(elicitation_id: str, server="default") -> bool:

@@ -175,3 +175,22 @@ async def test_modern_without_url_mode_is_32021_naming_it(capabilities, required
     response = await ModernCommunicator(application, capabilities=capabilities).call_tool("connect_account")
     assert response.status == 400 and response.json["error"]["code"] == -32021
     assert response.json["error"]["data"] == {"requiredCapabilities": required}
+
+
+def test_prune_deletes_the_elicitations_of_2026_07_28_requests_as_old_as_an_idle_session(capsys):
+    from datetime import timedelta
+
+    from django.core.management import call_command
+    from django.utils import timezone
+
+    from mcp_transport.models import Session, elicitation_key
+
+    old = timezone.now() - timedelta(days=2)
+    session = Session.objects.create(id="kept", protocol_version="2025-11-25")
+    for name, session_id, created in (("old", None, old), ("new", None, timezone.now()), ("session", "kept", old)):
+        Elicitation.objects.create(key=elicitation_key("default", name), elicitation_id=name, session_id=session_id,
+                                   url="https://example.com/", created_at=created)
+    call_command("mcp_prune")
+    assert "1 URL elicitations of 2026-07-28 requests" in capsys.readouterr().out
+    assert sorted(Elicitation.objects.values_list("elicitation_id", flat=True)) == ["new", "session"]
+    assert session.elicitations.count() == 1

@@ -349,13 +349,16 @@ class Store:
         self.rows(Task).filter(worker=WORKER, status__in=Task.ACTIVE).update(lease_expires_at=lease)
 
     def prune(self) -> dict:
-        """Delete expired and terminated sessions, finished streams past their retention, and the
-        modern requests of workers that are gone."""
+        """Delete expired and terminated sessions, finished streams past their retention, the
+        modern requests of workers that are gone, and 2026-07-28 requests' URL elicitations as old
+        as an idle session."""
         streams, _ = self.rows(Stream).past_retention().delete()
         sessions, _ = self.rows(Session).prunable().delete()
         modern = self.forget_orphaned_modern()
         tasks, _ = self.rows(Task).expired().delete()
-        return {"streams": streams, "sessions": sessions, "modern": modern, "tasks": tasks}
+        elicitations, _ = self.rows(Elicitation).prunable().delete()
+        return {"streams": streams, "sessions": sessions, "modern": modern, "tasks": tasks,
+                "elicitations": elicitations}
 
     # URL-mode elicitations
 

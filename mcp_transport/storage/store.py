@@ -236,7 +236,8 @@ def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = 
 
 def prune() -> dict:
     """Delete expired and terminated sessions, finished streams past their retention, the modern
-    requests of workers that are gone, and tasks past their TTL."""
+    requests of workers that are gone, tasks past their TTL, and 2026-07-28 requests' URL
+    elicitations as old as an idle session."""
     return current().prune()
 
 
