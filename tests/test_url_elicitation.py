@@ -6,11 +6,14 @@ from urllib.parse import urlsplit
 
 import pytest
 from asgiref.sync import sync_to_async
+from django.core.management import call_command
 from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
 
 from example_project.asgi import application
 from mcp_transport.execution.worker import worker
-from mcp_transport.models import Elicitation, Event, Stream
+from mcp_transport.models import Elicitation, Event, Session, Stream, elicitation_key
 from mcp_transport.operations import acomplete_elicitation, complete_elicitation
 from mcp_transport.storage import store
 from mcp_transport.storage.executor import executor
@@ -180,11 +183,6 @@ async def test_modern_without_url_mode_is_32021_naming_it(capabilities, required
 def test_prune_deletes_the_elicitations_of_2026_07_28_requests_as_old_as_an_idle_session(capsys):
     from datetime import timedelta
 
-    from django.core.management import call_command
-    from django.utils import timezone
-
-    from mcp_transport.models import Session, elicitation_key
-
     old = timezone.now() - timedelta(days=2)
     session = Session.objects.create(id="kept", protocol_version="2025-11-25")
     for name, session_id, created in (("old", None, old), ("new", None, timezone.now()), ("session", "kept", old)):
@@ -194,3 +192,20 @@ def test_prune_deletes_the_elicitations_of_2026_07_28_requests_as_old_as_an_idle
     assert "1 URL elicitations of 2026-07-28 requests" in capsys.readouterr().out
     assert sorted(Elicitation.objects.values_list("elicitation_id", flat=True)) == ["new", "session"]
     assert session.elicitations.count() == 1
+
+
+def test_the_admin_lists_elicitations_read_only(admin_client):
+    for name, done in (("waiting-one", False), ("done-one", True)):
+        Elicitation.objects.create(key=elicitation_key("default", name), elicitation_id=name, principal="user:1",
+                                   url=f"https://example.com/<{name}>", completed_at=timezone.now() if done else None)
+    changelist = reverse("admin:mcp_transport_elicitation_changelist")
+    page = admin_client.get(changelist).content.decode()
+    assert "waiting-one" in page and "done-one" in page and "https://example.com/&lt;done-one&gt;" in page
+    waiting = admin_client.get(changelist + "?state=waiting").content.decode()
+    assert "waiting-one" in waiting and "done-one" not in waiting
+    row = Elicitation.objects.get(elicitation_id="done-one")
+    detail = admin_client.get(reverse("admin:mcp_transport_elicitation_change", args=[row.pk]))
+    assert detail.status_code == 200 and 'name="_save"' not in detail.content.decode()
+    assert admin_client.get(reverse("admin:mcp_transport_elicitation_add")).status_code == 403
+    assert admin_client.post(reverse("admin:mcp_transport_elicitation_delete", args=[row.pk]),
+                             {"post": "yes"}).status_code == 403

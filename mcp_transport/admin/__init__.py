@@ -18,11 +18,12 @@ stored counters (`Stream.last_seq`) and from one grouped query for the page's ro
 (`decorate()`), never from one query per row.
 
 Where things are: one module per page (`sessions`, `streams`, `events`, `workers`, `tokens`,
-`modern`: the 2026-07-28 listen streams and long calls, `tasks`);
+`modern`: the 2026-07-28 listen streams and long calls, `tasks`, `elicitations`: URL
+elicitations and whether their page completed them);
 `base` the view-only ModelAdmin they share, `actions` how a page runs an operation
 (confirmation, report, history), `counts` the per-page counts, `display` badges, times and
 payloads, `timeline` the stream page's SVG. What each state means (session, stream, worker)
 is decided in `mcp_transport.models`, shared with `manage.py mcp_status`.
 """
 # Importing the page modules registers them (Django's admin autodiscovery imports this package).
-from . import events, modern, sessions, streams, tasks, tokens, workers  # noqa: F401
+from . import elicitations, events, modern, sessions, streams, tasks, tokens, workers  # noqa: F401
