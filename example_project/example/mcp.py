@@ -513,10 +513,11 @@ async def connect_account(ctx: Context) -> str:
                                       elicitation_id=elicitation_id, key="connect")
 
 
-@mcp.tool
+@mcp.tool(task_support="optional")
 async def open_settings_page(ctx: Context) -> str:
     """Send the user to a settings page (URL mode) and say what they answered: "accept" is their
-    consent to open it; the page announces when they are done (notifications/elicitation/complete)."""
+    consent to open it; the page announces when they are done (notifications/elicitation/complete).
+    A client may run it as a task: the question then waits in the task."""
     elicitation_id = _elicitation_id(ctx, "settings")
     answer = await ctx.elicit_url("Set your API key on this page.", _page_url(ctx, elicitation_id),
                                   elicitation_id=elicitation_id, key="settings")
