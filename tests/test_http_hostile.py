@@ -1872,6 +1872,41 @@ def test_the_page_a_url_leads_to_with_any_id(example_server, mcp, page_id):
     assert_healthy(mcp_started(mcp))
 
 
+def _press_done(example_server, url: str) -> int:
+    """The browser on the page a URL elicitation led to: open it, post its form."""
+    import httpx
+    from urllib.parse import urlsplit
+
+    page = example_server.url.rsplit("/mcp", 1)[0] + urlsplit(url).path
+    with httpx.Client(timeout=SOCKET_TIMEOUT) as browser:
+        form = browser.get(page)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        return browser.post(page, data={"csrfmiddlewaretoken": token}).status_code
+
+
+def test_the_page_completes_its_own_elicitation_once_and_no_other(example_server, mcp, modern):
+    """On every database: the page completes the elicitation its URL names, once; another
+    session's and a 2026-07-28 client's stay waiting."""
+    client, other = mcp(), mcp()
+    for c in (client, other):
+        c.initialize(URL_AND_TOOLS)
+
+    def refusal(c) -> dict:
+        _, reader = run_call(c, "connect_account")
+        return reader.messages[-1]["error"]
+
+    error = refusal(client)
+    assert error["code"] == -32042, error
+    (elicitation,) = error["data"]["elicitations"]
+    assert _press_done(example_server, elicitation["url"]) == 200
+    assert _press_done(example_server, elicitation["url"]) == 404
+    _, reader = run_call(client, "connect_account")
+    assert reader.messages[-1]["result"]["content"][0]["text"] == "Your account is connected."
+    assert refusal(other)["data"]["elicitations"][0]["elicitationId"] != elicitation["elicitationId"]
+    m = modern(capabilities=URL_AND_TOOLS)
+    assert m.call("connect_account").result["resultType"] == "input_required"
+
+
 def mcp_started(make) -> MCPClient:
     client = make()
     client.initialize()
