@@ -1851,7 +1851,8 @@ def test_modern_forged_answers_cannot_complete_a_url_elicitation(modern):
         assert bare.status == 200 and bare.result["resultType"] == "input_required", bare.text
 
 
-PAGE_IDS = ["unknown", "%00", "a%00b", "x" * 5000, "%F0%9F%98%80", "%E9", "..%2F..%2Fadmin", "%20", "connect-" + "f" * 32]
+PAGE_IDS = ["unknown", "%00", "a%00b", "x" * 5000, "%F0%9F%98%80", "%E9", "..%2F..%2Fadmin", "%20",
+            "connect-" + "f" * 32]
 
 
 @pytest.mark.parametrize("page_id", PAGE_IDS, ids=range(len(PAGE_IDS)))

@@ -267,12 +267,14 @@ class Context:
         return {"method": "elicitation/create", "params": params}
 
     def url_elicitation(self, message: str, url: str, elicitation_id: str | None = None) -> dict:
-        """A URL-mode `elicitation/create` question, for `ask` or `require_url_elicitation`. On a
-        session it carries an `elicitationId` (a new one unless given); 2026-07-28 has none."""
+        """A URL-mode `elicitation/create` question, for `ask`. On a session it carries an
+        `elicitationId` (a new one unless given), which `ask` records; 2026-07-28 has none, so only
+        `elicit_url()` and `require_url_elicitation()` record the tool's own id there."""
         if self.modern is None:
-            elicitation_id = elicitation_id if elicitation_id is not None else elicitation.new_id()
-            return {"method": "elicitation/create", "params": elicitation.url_params(message, url, elicitation_id)}
-        return {"method": "elicitation/create", "params": elicitation.url_params(message, url, None)}
+            sent_id = elicitation_id if elicitation_id is not None else elicitation.new_id()
+        else:
+            sent_id = None
+        return {"method": "elicitation/create", "params": elicitation.url_params(message, url, sent_id)}
 
     def sampling(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
                  tools: list | None = None, tool_choice=None, **params) -> dict:
