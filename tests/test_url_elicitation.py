@@ -100,6 +100,24 @@ async def test_completion_reaches_the_session_that_started_it_on_its_get_stream_
     assert rest.result["content"][0]["text"].endswith("completed=True")
 
 
+async def test_a_tool_waits_for_the_page_to_complete_its_elicitation():
+    client = await _session()
+    response, ask = await _asked(client, "set_api_key")
+    await client.post({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}})
+    await asyncio.sleep(0.2)
+    assert await acomplete_elicitation(ask["params"]["elicitationId"]) is True
+    rest = await client.resume(response.events[0].id)
+    assert rest.result["content"] == [{"type": "text", "text": "The API key is set."}]
+
+    impatient = await _session()
+    response = await impatient.call_tool("set_api_key", {"wait_seconds": 0.3},
+                                         until=lambda e: e.data and "elicitation/create" in e.data)
+    ask = next(m for m in response.messages if m.get("method") == "elicitation/create")
+    await impatient.post({"jsonrpc": "2.0", "id": ask["id"], "result": {"action": "accept"}})
+    rest = await impatient.resume(response.events[0].id)
+    assert rest.result["content"] == [{"type": "text", "text": "The page was not completed in time."}]
+
+
 async def test_url_elicitation_required_is_32042_until_the_page_completes_it():
     client = await _session()
     refused = await client.call_tool("connect_account")

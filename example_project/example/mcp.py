@@ -525,6 +525,19 @@ async def open_settings_page(ctx: Context) -> str:
     return f"action={answer['action']} elicitationId={answer['elicitationId']} completed={done}"
 
 
+@mcp.tool
+async def set_api_key(ctx: Context, wait_seconds: float = 60) -> str:
+    """Send the user to the page where they set their API key, and wait until they are done there."""
+    elicitation_id = _elicitation_id(ctx, "api-key")
+    answer = await ctx.elicit_url("Set your API key on this page.", _page_url(ctx, elicitation_id),
+                                  elicitation_id=elicitation_id, key="api_key")
+    if answer["action"] != "accept":
+        return "The API key was not set."
+    if await ctx.wait_for_elicitation(elicitation_id, timeout=wait_seconds):
+        return "The API key is set."
+    return "The page was not completed in time."
+
+
 # Sampling with tools: the client's model may call a tool this server offers for the conversation
 
 WEATHER_TOOL = {

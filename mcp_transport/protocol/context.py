@@ -14,6 +14,8 @@ INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessa
                       "roots/list": "roots"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 ELICIT_ACTIONS = ("accept", "decline", "cancel")
+# How often a tool waiting for a URL elicitation's page reads whether it is done.
+ELICITATION_POLL_SECONDS = 1.0
 
 
 def declared(capabilities, capability: str) -> bool:
@@ -336,6 +338,18 @@ class Context:
     async def elicitation_completed(self, elicitation_id: str) -> bool:
         """Whether the project said this client's URL elicitation is done (`complete_elicitation`)."""
         return await self.server.elicitation_completed(elicitation_id, self.principal)
+
+    async def wait_for_elicitation(self, elicitation_id: str, timeout: float) -> bool:
+        """Wait until the page says this client's URL elicitation is done (True), at most `timeout`
+        seconds (False), reading it every ELICITATION_POLL_SECONDS."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not await self.elicitation_completed(elicitation_id):
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(ELICITATION_POLL_SECONDS, left))
+        return True
 
     @property
     def principal(self) -> str:
