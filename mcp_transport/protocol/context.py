@@ -327,13 +327,17 @@ class Context:
         """End this request: it cannot go on until the user has been to `url`. On a session, the
         URLElicitationRequiredError (-32042) the client may retry the call after; on 2026-07-28,
         an input_required result with the URL elicitation (the retry runs the tool again, which
-        looks whether the interaction is done). Needs the client's `elicitation.url`."""
+        looks whether the interaction is done); in a 2026-07-28 task, an `isError` result naming
+        the URL. Needs the client's `elicitation.url`."""
         request = self.url_elicitation(message, url, elicitation_id)
         self.require_capability("elicitation.url")
         await self._record(request["params"], elicitation_id)
+        if self.modern is None:
+            raise elicitation.URLElicitationRequired([request["params"]])
         if self.inputs is not None and self._task_id() is None:
             self.inputs.require({key or self._next_key("elicitation/create"): request})
-        raise elicitation.URLElicitationRequired([request["params"]])
+        # A 2026-07-28 task has neither -32042 nor rounds: its result says where to go.
+        raise ToolError(f"{message} Open {url}, then call again.")
 
     async def elicitation_completed(self, elicitation_id: str) -> bool:
         """Whether the project said this client's URL elicitation is done (`complete_elicitation`)."""
