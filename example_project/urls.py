@@ -1,4 +1,9 @@
 from django.contrib import admin
 from django.urls import path
 
-urlpatterns = [path("admin/", admin.site.urls)]
+from example_project.example import views
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+    path("connect/<str:elicitation_id>/", views.connect, name="connect"),
+]

@@ -10,8 +10,10 @@ from .protocol.content import (
     Audio, EmbeddedResource, Image, PromptMessage, ResourceLink, ResourceNotFound, Text, ToolError, ToolResult,
 )
 from .protocol.context import ClientCapabilityError, Context, SyncContext
+from .protocol.elicitation import URLElicitationRequired
 from .protocol.jsonrpc import JSONRPCError
 from .protocol.registry import Header
+from .protocol.sampling import SamplingResult, ToolUse, tool_result, tool_results
 from .protocol.server import MCPServer, get_server
 
 __version__ = "0.1.0"
@@ -22,5 +24,6 @@ mcp = MCPServer("default")
 __all__ = [
     "mcp", "MCPServer", "get_server", "Context", "SyncContext", "JSONRPCError", "ToolError", "ToolResult",
     "Text", "Image", "Audio", "EmbeddedResource", "ResourceLink", "PromptMessage", "Header",
-    "ClientCapabilityError", "ResourceNotFound",
+    "ClientCapabilityError", "ResourceNotFound", "URLElicitationRequired", "SamplingResult", "ToolUse",
+    "tool_result", "tool_results",
 ]

@@ -546,6 +546,42 @@ class Subscription(models.Model):
         constraints = [models.UniqueConstraint(fields=["uri_hash", "session"], name="mcp_subscription_uri_session")]
 
 
+def elicitation_key(server: str, elicitation_id: str) -> str:
+    """What an Elicitation is found by: SHA-256 (hex) of its server and id, exact on every
+    database (a folding collation would take "A" for "a")."""
+    return hash_uri(f"{server}\x00{elicitation_id}")
+
+
+class ElicitationQuerySet(models.QuerySet):
+    def prunable(self, cutoffs: Cutoffs | None = None):
+        """A 2026-07-28 request's, started longer ago than SESSION_IDLE_TIMEOUT (a session's go with it)."""
+        return self.filter(session__isnull=True, created_at__lt=_cutoffs(cutoffs).idle)
+
+
+class Elicitation(models.Model):
+    """A URL-mode elicitation a tool started: whom it belongs to (the session on 2025-11-25, the
+    principal in both revisions) and whether the project has said it is done. Announcing it done
+    (`mcp_transport.complete_elicitation`) tells that session only."""
+
+    key = models.CharField(max_length=64, unique=True, help_text="SHA-256 of the server and the elicitation id (hex)")
+    server = models.CharField(max_length=100, default="default")
+    elicitation_id = models.TextField()
+    session = models.ForeignKey(Session, null=True, blank=True, on_delete=models.CASCADE,
+                                related_name="elicitations", help_text="None: asked by a 2026-07-28 request")
+    principal = models.CharField(max_length=200, blank=True, db_index=True)
+    url = models.TextField()
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
+    completed_at = models.DateTimeField(null=True, blank=True)
+
+    objects = ElicitationQuerySet.as_manager()
+
+    class Meta:
+        ordering = ["-created_at"]
+
+    def __str__(self):
+        return self.elicitation_id
+
+
 class AccessTokenQuerySet(models.QuerySet):
     def usable(self):
         now = timezone.now()

@@ -17,6 +17,9 @@ lost channel-layer message only delays it until the worker's sweep:
 - `cancel_task`: the task's row is cancelled, then `mcp.task` (cancel) tells the worker running
   it to stop the work; the client's next `tasks/get` says cancelled.
 - `prune`: `storage.store.prune()`, the code of `manage.py mcp_prune`.
+- `complete_elicitation`: the project's own code (the view a URL elicitation led to) says the
+  user is done there; the session that started it gets `notifications/elicitation/complete`,
+  stored on its GET stream and woken on every worker.
 
 These run synchronously (`async_to_sync` around the layer), in a view or a shell. Without
 CHANNEL_LAYERS they reach the workers of this process only (`wakeups.relay.channel_layer`).
@@ -26,12 +29,17 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from asgiref.sync import sync_to_async
+from django.db import transaction
 from django.db.models import Q
 
 from . import metrics
 from .execution import errors
+from .execution.worker import worker
 from .models import Cutoffs, ModernRequest, Session, Stream, Task
+from .protocol import elicitation, jsonrpc
 from .storage import store
+from .storage.executor import database_alias
 from .wakeups import messages
 from .wakeups.relay import ALL_WORKERS, Sender
 
@@ -152,5 +160,44 @@ def prune() -> Outcome:
     """`manage.py mcp_prune`: expired and terminated sessions, finished streams past their retention."""
     counts = store.prune()
     return Outcome(True, f"Pruned {counts['sessions']} session rows, {counts['streams']} stream rows "
-                         f"(with their events), {counts['modern']} modern request rows of workers that are gone "
-                         f"and {counts['tasks']} tasks past their TTL.")
+                         f"(with their events), {counts['modern']} modern request rows of workers that are gone"
+                         f", {counts['tasks']} tasks past their TTL and {counts['elicitations']} URL elicitations "
+                         "of 2026-07-28 requests.")
+
+
+def complete_elicitation(elicitation_id: str, server="default") -> bool:
+    """The user finished the URL elicitation `elicitation_id` (a tool's `ctx.elicit_url()` or
+    `ctx.require_url_elicitation()`): from now on `ctx.elicitation_completed(id)` is True for the
+    client that started it, and a 2025-11-25 session that started it gets
+    `notifications/elicitation/complete` (only that session, on its GET stream, on whichever worker
+    holds it). False when there is no such elicitation, or it was already completed: the
+    notification goes once. `server`: the MCPServer or its name. From async code in a process
+    serving MCP, `await acomplete_elicitation(...)`."""
+    done, stream_id, events = _store_completion(elicitation_id, getattr(server, "name", server))
+    if events:
+        sender().send(messages.wake(stream_id, events[-1].seq, group=ALL_WORKERS))
+    return done
+
+
+async def acomplete_elicitation(elicitation_id: str, server="default") -> bool:
+    """`complete_elicitation`, its notification handed to this process's connections at once."""
+    done, stream_id, events = await sync_to_async(_store_completion)(elicitation_id, getattr(server, "name", server))
+    if events:
+        worker.relay.publish(stream_id, events)
+    return done
+
+
+def _store_completion(elicitation_id, server_name: str) -> tuple[bool, int | None, list]:
+    """Mark it completed and store the notification for its session -> (done, stream, events)."""
+    try:
+        elicitation.checked_id(elicitation_id)
+    except ValueError:
+        return False, None, []
+    payload = jsonrpc.dumps(jsonrpc.notification("notifications/elicitation/complete",
+                                                 {"elicitationId": elicitation_id}))
+    with transaction.atomic(using=database_alias()):
+        done, session_id = store.complete_elicitation(server_name, elicitation_id)
+        if not done or session_id is None:
+            return done, None, []
+        stream_id, _, _ = store.standalone_stream(session_id)
+        return True, stream_id, store.append(stream_id, [payload])

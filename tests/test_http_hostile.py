@@ -1749,6 +1749,171 @@ def test_a_sessions_garbage_answers_end_the_call_with_a_json_rpc_error(mcp, byst
     assert_healthy(bystander)
 
 
+# URL-mode elicitation and sampling with tools: odd capabilities, answers a tool cannot read, the
+# page a URL leads to given any id
+
+URL_AND_TOOLS = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}}}
+ODD_CAPABILITIES = {
+    "elicitation-number": {"elicitation": 5, "sampling": {}},
+    "elicitation-list": {"elicitation": ["url"], "sampling": []},
+    "url-number": {"elicitation": {"url": 5}, "sampling": {"tools": 5}},
+    "modes-null": {"elicitation": {"form": None, "url": None}, "sampling": {"tools": None}},
+    "sampling-string": {"elicitation": {}, "sampling": "tools"},
+}
+NEW_TOOLS = ("connect_account", "open_settings_page", "weather_agent")
+USE = {"type": "tool_use", "id": "u1", "name": "get_weather", "input": {"city": "Oslo"}}
+QUESTIONS_ANSWERS = {
+    "url-action-unknown": ("open_settings_page", {"result": {"action": "opened"}}, -32602),
+    "url-content-string": ("open_settings_page", {"result": {"action": "accept", "content": "k"}}, -32602),
+    "url-error-kept": ("open_settings_page", {"error": {"code": -1, "message": "User rejected"}}, -1),
+    "tool-use-input-list": ("weather_agent", {"result": {"role": "assistant", "content": [{**USE, "input": []}]}},
+                            -32602),
+    "tool-use-no-id": ("weather_agent", {"result": {"role": "assistant", "content": [
+        {k: v for k, v in USE.items() if k != "id"}]}}, -32602),
+    "tool-use-twice": ("weather_agent", {"result": {"role": "assistant", "content": [USE, USE]}}, -32602),
+    "stop-reason-object": ("weather_agent", {"result": {"role": "assistant", "stopReason": {"x": 1},
+                                                        "content": {"type": "text", "text": "x"}}}, -32602),
+    "role-number": ("weather_agent", {"result": {"role": 1, "content": {"type": "text", "text": "x"}}}, -32602),
+}
+
+
+def _spec_shaped_call(final: dict, request_id):
+    assert final.get("id") == request_id and ("result" in final) != ("error" in final), final
+    if "error" in final:
+        assert type(final["error"]["code"]) is int and isinstance(final["error"]["message"], str), final
+    else:
+        assert isinstance(final["result"]["content"], list), final
+
+
+@pytest.mark.parametrize("case", list(ODD_CAPABILITIES))
+def test_odd_url_and_sampling_capabilities_in_both_eras(mcp, modern, case):
+    """Whatever a client declared under elicitation and sampling, the new tools answer in the
+    spec's shapes: a question, -32042, an isError result on a session; on 2026-07-28 an
+    input_required result, or -32021 naming what is missing."""
+    capabilities = ODD_CAPABILITIES[case]
+    client = mcp()
+    client.initialize(capabilities)
+    for tool in NEW_TOOLS:
+        arguments = {"question": "?"} if tool == "weather_agent" else {}
+        with open_sse(client, "POST", request("tools/call", f"odd-{tool}", {"name": tool,
+                                                                            "arguments": arguments})) as reader:
+            message = reader.read_until(lambda m: m.get("id") == f"odd-{tool}" or "method" in m and "id" in m)
+        if "method" in message:
+            assert message["method"] in ("elicitation/create", "sampling/createMessage"), message
+        else:
+            _spec_shaped_call(message, f"odd-{tool}")
+    assert_healthy(client)
+    m = modern(capabilities=capabilities)
+    for tool in NEW_TOOLS:
+        reply = m.call(tool, {"question": "?"} if tool == "weather_agent" else {}, request_id=tool)
+        if reply.status == 400:
+            assert_modern_error(reply, 400, -32021, tool)
+        else:
+            assert reply.status == 200 and reply.result["resultType"] == "input_required", reply.text
+    assert_modern_healthy(modern(capabilities=ASKING))
+
+
+@pytest.mark.parametrize("case", list(QUESTIONS_ANSWERS))
+def test_a_sessions_garbage_answers_to_url_elicitation_and_tool_sampling(mcp, bystander, case):
+    tool, answer, code = QUESTIONS_ANSWERS[case]
+    client = mcp()
+    client.initialize(URL_AND_TOOLS)
+    arguments = {"question": "Weather in Oslo?"} if tool == "weather_agent" else {}
+    with open_sse(client, "POST", request("tools/call", "asks", {"name": tool, "arguments": arguments})) as reader:
+        ask = reader.read_until(lambda message: "method" in message and "id" in message)
+        assert client.post({"jsonrpc": "2.0", "id": ask["id"], **answer}).status_code == 202
+        final = reader.read_until(lambda message: message.get("id") == "asks")
+    assert "result" not in final and final["error"]["code"] == code, final
+    assert_healthy(client)
+    assert_healthy(bystander)
+
+
+@pytest.mark.parametrize("case", [c for c in QUESTIONS_ANSWERS if "error" not in c])
+def test_modern_garbage_answers_to_url_elicitation_and_tool_sampling(modern, bystander, case):
+    tool, answer, code = QUESTIONS_ANSWERS[case]
+    m = modern(capabilities=URL_AND_TOOLS)
+    key = "round-1" if tool == "weather_agent" else "settings"
+    reply = m.call(tool, {"question": "?"} if tool == "weather_agent" else {},
+                   inputResponses={key: answer["result"]}, request_id="garbage")
+    assert_modern_error(reply, 200, code, "garbage", key)
+    assert_both_eras_serve(bystander, m)
+
+
+def test_modern_forged_answers_cannot_complete_a_url_elicitation(modern):
+    """An answer of "accept" is consent, not completion: connect_account asks again however often
+    the client says so, with its state or without."""
+    m = modern(capabilities=URL_AND_TOOLS)
+    message, first = first_round(m, "connect_account")
+    for answers in ({"connect": {"action": "accept"}}, {"connect": {"action": "accept", "content": {"done": True}}}):
+        again = with_state(m, message, first.result["requestState"], answers)
+        assert again.status == 200 and again.result["resultType"] == "input_required", again.text
+        bare = m.call("connect_account", inputResponses=answers)
+        assert bare.status == 200 and bare.result["resultType"] == "input_required", bare.text
+
+
+PAGE_IDS = ["unknown", "%00", "a%00b", "x" * 5000, "%F0%9F%98%80", "%E9", "..%2F..%2Fadmin", "%20",
+            "connect-" + "f" * 32]
+
+
+@pytest.mark.parametrize("page_id", PAGE_IDS, ids=range(len(PAGE_IDS)))
+def test_the_page_a_url_leads_to_with_any_id(example_server, mcp, page_id):
+    """A browser may open the page with any id: never a 500, and only a real, open elicitation
+    completes (here none does); a POST without the page's CSRF token is refused."""
+    import httpx
+
+    base = example_server.url.rsplit("/mcp", 1)[0]
+    with httpx.Client(base_url=base, timeout=SOCKET_TIMEOUT) as browser:
+        page = browser.get(f"/connect/{page_id}/")
+        assert page.status_code in (200, 404), (page.status_code, page.text[:300])
+        assert browser.post(f"/connect/{page_id}/").status_code in (403, 404)
+        if page.status_code == 200:
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+            done = browser.post(f"/connect/{page_id}/", data={"csrfmiddlewaretoken": token})
+            assert done.status_code == 404 and "Nothing waits" in done.text, (done.status_code, done.text[:300])
+    assert_healthy(mcp_started(mcp))
+
+
+def _press_done(example_server, url: str) -> int:
+    """The browser on the page a URL elicitation led to: open it, post its form."""
+    import httpx
+    from urllib.parse import urlsplit
+
+    page = example_server.url.rsplit("/mcp", 1)[0] + urlsplit(url).path
+    with httpx.Client(timeout=SOCKET_TIMEOUT) as browser:
+        form = browser.get(page)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+        return browser.post(page, data={"csrfmiddlewaretoken": token}).status_code
+
+
+def test_the_page_completes_its_own_elicitation_once_and_no_other(example_server, mcp, modern):
+    """On every database: the page completes the elicitation its URL names, once; another
+    session's and a 2026-07-28 client's stay waiting."""
+    client, other = mcp(), mcp()
+    for c in (client, other):
+        c.initialize(URL_AND_TOOLS)
+
+    def refusal(c) -> dict:
+        _, reader = run_call(c, "connect_account")
+        return reader.messages[-1]["error"]
+
+    error = refusal(client)
+    assert error["code"] == -32042, error
+    (elicitation,) = error["data"]["elicitations"]
+    assert _press_done(example_server, elicitation["url"]) == 200
+    assert _press_done(example_server, elicitation["url"]) == 404
+    _, reader = run_call(client, "connect_account")
+    assert reader.messages[-1]["result"]["content"][0]["text"] == "Your account is connected."
+    assert refusal(other)["data"]["elicitations"][0]["elicitationId"] != elicitation["elicitationId"]
+    m = modern(capabilities=URL_AND_TOOLS)
+    assert m.call("connect_account").result["resultType"] == "input_required"
+
+
+def mcp_started(make) -> MCPClient:
+    client = make()
+    client.initialize()
+    return client
+
+
 # Authenticated: another principal's request state, and modern requests naming its sessions
 
 SECURED = {"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]}

@@ -329,6 +329,92 @@ async def test_python_sdk_1x_experimental_tasks(example_server):
     assert asked == ["Delete /srv/old?"] and tool_text(confirmed) == "Deleted /srv/old"
 
 
+async def _open_page(url: str) -> int:
+    """What the user's browser does on the page a URL elicitation leads to: open it, press Done."""
+    async with httpx.AsyncClient(timeout=30) as browser:
+        page = await browser.get(url)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        return (await browser.post(url, data={"csrfmiddlewaretoken": token})).status_code
+
+
+async def test_python_sdk_1x_url_elicitation_and_its_completion(example_server):
+    """mcp 1.x declares URL mode with an elicitation callback: it gets the URL and the id, gets
+    -32042 as its UrlElicitationRequiredError, and `notifications/elicitation/complete` once the
+    page (served by the same daphne, a Django view) is done."""
+    import mcp.types as types
+    from mcp.shared.exceptions import McpError, UrlElicitationRequiredError
+
+    asked, completed = [], anyio.Event()
+    notified: list[str] = []
+
+    async def on_elicit(context, params):
+        asked.append(params)
+        return types.ElicitResult(action="accept")
+
+    async def on_message(message):
+        if isinstance(message, types.ServerNotification) and isinstance(message.root,
+                                                                          types.ElicitCompleteNotification):
+            notified.append(message.root.params.elicitationId)
+            completed.set()
+
+    async def body(session):
+        opened = await session.call_tool("open_settings_page", {})
+        try:
+            await session.call_tool("connect_account", {})
+        except McpError as exc:
+            required = UrlElicitationRequiredError.from_error(exc.error)
+        else:
+            raise AssertionError("connect_account did not answer -32042")
+        status = await _open_page(required.elicitations[0].url)
+        with anyio.fail_after(20):
+            await completed.wait()
+        connected = await session.call_tool("connect_account", {})
+        return opened, required, status, connected
+
+    (opened, required, status, connected), _ = await py_session_run(
+        example_server.url, body, elicitation_callback=on_elicit, message_handler=on_message)
+    (url_params,) = asked
+    assert isinstance(url_params, types.ElicitRequestURLParams) and url_params.mode == "url"
+    assert url_params.url.startswith(example_server.url.rsplit("/mcp", 1)[0] + "/connect/settings-")
+    assert tool_text(opened) == f"action=accept elicitationId={url_params.elicitationId} completed=False"
+    (elicitation,) = required.elicitations
+    assert required.error.code == -32042 and elicitation.elicitationId.startswith("connect-")
+    assert status == 200 and notified == [elicitation.elicitationId]
+    assert tool_text(connected) == "Your account is connected."
+
+
+async def test_python_sdk_1x_sampling_with_tools(example_server):
+    """mcp 1.x with `sampling_capabilities` declaring tools: its callback gets the tools, answers
+    with a tool use, then gets the tool result in the conversation and answers in text."""
+    import mcp.types as types
+
+    seen: list = []
+
+    async def on_sample(context, params):
+        seen.append(params)
+        if len(seen) == 1:
+            return types.CreateMessageResultWithTools(
+                role="assistant", model="interop-model", stopReason="toolUse",
+                content=[types.ToolUseContent(type="tool_use", id="call-1", name="get_weather",
+                                              input={"city": "Lima"})])
+        result = params.messages[-1].content_as_list[0]
+        return types.CreateMessageResult(role="assistant", model="interop-model", stopReason="endTurn",
+                                         content=types.TextContent(type="text",
+                                                                   text=f"Lima: {result.content[0].text}"))
+
+    async def body(session):
+        return await session.call_tool("weather_agent", {"question": "Weather in Lima?"})
+
+    result, _ = await py_session_run(
+        example_server.url, body, sampling_callback=on_sample,
+        sampling_capabilities=types.SamplingCapability(tools=types.SamplingToolsCapability()))
+    first, second = seen
+    assert [tool.name for tool in first.tools] == ["get_weather"] and first.toolChoice.mode == "auto"
+    assert [m.role for m in second.messages] == ["user", "assistant", "user"]
+    assert second.messages[-1].content_as_list[0].toolUseId == "call-1"
+    assert not result.isError and tool_text(result) == "Lima: cloudy, 18 C"
+
+
 # c. The official TypeScript SDK client ------------------------------------------------------------
 
 def test_typescript_sdk_progress_after_priming(node_tools, daphne):
@@ -450,6 +536,30 @@ def test_typescript_sdk_1x_experimental_tasks(node_tools, daphne):
     assert out["elicited"] == ["Delete /srv/old?"] and out["askingResult"] == "Deleted /srv/old", out
 
 
+def test_typescript_sdk_1x_url_elicitation_and_sampling_with_tools(node_tools, daphne):
+    """The TypeScript SDK 1.x client on a session: the sampling tool loop; a URL elicitation with
+    its id; -32042 as its UrlElicitationRequiredError; notifications/elicitation/complete once the
+    example's page is done (and only for that id); the call then served."""
+    server = daphne()
+    proc = subprocess.run([node_tools["node"], str(INTEROP / "ts_url_and_tools_client.mjs"), server.url],
+                          env=node_tools["env"], capture_output=True, text=True, timeout=120)
+    out = last_json_line(proc.stdout)
+    report = json.dumps(out)[:3000]
+    assert out["ok"], f"{out.get('error')}\n{report}\n{proc.stderr[-2000:]}"
+    assert out["protocolVersion"] == "2025-11-25"
+    assert out["sampled"] == [
+        {"tools": ["get_weather"], "toolChoice": {"mode": "auto"}, "roles": ["user"]},
+        {"tools": ["get_weather"], "toolChoice": {"mode": "auto"}, "roles": ["user", "assistant", "user"]}], report
+    assert out["toolResult"] == {"toolUseId": "ts-1", "text": "sunny, 21 C"} and out["weather"] == "Paris: sunny, 21 C"
+    (opened,) = out["elicited"]
+    assert opened["mode"] == "url" and opened["elicitationId"].startswith("settings-"), report
+    assert out["opened"] == f"action=accept elicitationId={opened['elicitationId']} completed=False", report
+    required = out["required"]
+    assert required["code"] == -32042 and required["mode"] == "url", report
+    assert out["pages"] == [200] and out["completed"] == [required["elicitationId"]], report
+    assert out["connect"] == "Your account is connected.", report
+
+
 # d. The MCP Inspector CLI -------------------------------------------------------------------------
 
 def test_inspector_cli_lists_tools(node_tools, example_server):
@@ -493,3 +603,30 @@ def test_python_sdk_2x_in_each_mode(mcp2_python, daphne, mode, era):
             assert probe["rpcMethod"] == "server/discover" and probe["status"] == 200, report
     else:
         assert sessions and out["exchanges"][0]["rpcMethod"] == "initialize", report
+
+
+@pytest.mark.parametrize("mode", ["2026-07-28", "legacy"])
+def test_python_sdk_2x_url_elicitation_and_sampling_with_tools(mcp2_python, daphne, mode):
+    """mcp 2.x in each era: the sampling tool loop (its callback gets the tools, then the tool
+    result); connect_account completed through the example's page: on 2026-07-28 within the
+    input_required rounds the SDK drives (a URL elicitation without an id, no notification), on a
+    session after -32042 and the completion notification."""
+    server = daphne()
+    proc = subprocess.run([mcp2_python, str(INTEROP / "mcp2_url_and_tools.py"), server.url, mode],
+                          capture_output=True, text=True, timeout=120)
+    out = last_json_line(proc.stdout)
+    report = json.dumps(out, indent=1)[:6000]
+    assert out["ok"], f"{out.get('error')}\n{report}\n{proc.stderr[-2000:]}"
+    assert out["sampled"] == [{"tools": ["get_weather"], "roles": ["user"]},
+                              {"tools": ["get_weather"], "roles": ["user", "assistant", "user"]}], report
+    assert out["toolResult"] == {"toolUseId": "call-1", "text": "snow, -3 C"}, report
+    assert out["weather"] == "Oslo: snow, -3 C", report
+    assert out["connect"] == "Your account is connected." and out["pages"] == [200], report
+    (asked,) = out["urls"]
+    assert asked["mode"] == "url" and "/connect/connect-" in asked["url"], report
+    if mode == "legacy":
+        assert out["protocolVersion"] == "2025-11-25", report
+        assert out["firstConnect"]["code"] == -32042 and out["completed"] == [asked["elicitationId"]], report
+    else:
+        assert out["protocolVersion"] == "2026-07-28" and "firstConnect" not in out, report
+        assert asked["elicitationId"] is None and out["completed"] == [], report

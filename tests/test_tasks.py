@@ -337,6 +337,23 @@ async def test_a_session_tasks_question_goes_out_on_its_tasks_result_stream():
     assert result.result["content"][0]["text"] == "Deleted /a"
 
 
+async def test_a_session_tasks_url_elicitation_goes_out_on_its_tasks_result_stream():
+    client = await session_client({"elicitation": {"url": {}}})
+    task = (await client.request("tools/call", {"name": "open_settings_page", "arguments": {},
+                                                "task": {}})).json["result"]["task"]
+    await session_poll(client, task["taskId"], until=("input_required",))
+    asked = await client.request("tasks/result", {"taskId": task["taskId"]},
+                                 until=lambda e: e.data and "elicitation/create" in e.data)
+    question = next(m for m in asked.messages if m.get("method") == "elicitation/create")
+    params = question["params"]
+    assert params["mode"] == "url" and params["elicitationId"].startswith("settings-") and "/connect/" in params["url"]
+    await client.post({"jsonrpc": "2.0", "id": question["id"], "result": {"action": "accept"}})
+    assert (await session_poll(client, task["taskId"]))["status"] == "completed"
+    result = await client.request("tasks/result", {"taskId": task["taskId"]})
+    assert result.result["content"][0]["text"] == (
+        f"action=accept elicitationId={params['elicitationId']} completed=False")
+
+
 async def test_a_forged_list_cursor_is_invalid_params_on_every_database():
     import base64
 

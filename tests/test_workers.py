@@ -203,3 +203,45 @@ def test_sigterm_closes_connections_with_retry_and_fails_only_what_outlives_the_
         assert outcome["long"].get("error", {}).get("data", {}).get("reason") == "worker_shutdown", outcome["long"]
         again_id, echo = on(b, client).call_tool("echo", {"message": "after the deploy"})
         assert echo.messages[-1]["result"]["content"][0]["text"] == "after the deploy"
+
+
+def test_a_url_elicitation_completed_on_the_other_worker_reaches_the_session_on_this_one(cluster):
+    """The page a URL elicitation led to is served by worker b (a Django view, any process); the
+    session's GET stream is held by worker a: the notification is stored for the session and
+    Redis wakes a. A second session on a hears nothing of it."""
+    import re
+    from urllib.parse import urlsplit
+
+    import httpx
+
+    from .http_support import open_sse
+
+    a, b = cluster.workers
+    client, bystander = on(a), on(a)
+    client.initialize(capabilities={"elicitation": {"url": {}}})
+    bystander.initialize(capabilities={"elicitation": {"url": {}}})
+    asked = []
+
+    def stop(event):
+        message = event.message
+        if message and message.get("method") == "elicitation/create":
+            asked.append(message["params"])
+            client.post({"jsonrpc": "2.0", "id": message["id"], "result": {"action": "accept"}})
+        return bool(message and "result" in message)
+
+    client.call_tool("open_settings_page", {}, stop=stop)
+    (params,) = asked
+    page = b.url.rsplit("/mcp", 1)[0] + urlsplit(params["url"]).path
+    with open_sse(client, "GET", timeout=20) as listening, open_sse(bystander, "GET", timeout=3) as other:
+        with httpx.Client(timeout=20) as browser:
+            form = browser.get(page)
+            token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.text).group(1)
+            assert browser.post(page, data={"csrfmiddlewaretoken": token}).status_code == 200
+        heard = listening.read_until(lambda m: m.get("method") == "notifications/elicitation/complete")
+        assert heard == {"jsonrpc": "2.0", "method": "notifications/elicitation/complete",
+                         "params": {"elicitationId": params["elicitationId"]}}
+        try:
+            stray = other.read_until(lambda m: "elicitation" in json.dumps(m))
+        except httpx.ReadTimeout:
+            stray = None
+        assert stray is None

@@ -8,8 +8,12 @@ from typing import Annotated
 
 from pydantic import Field
 
+from django.urls import reverse
+from django.utils.crypto import salted_hmac
+
 from mcp_transport import (
     Audio, Context, EmbeddedResource, Header, Image, JSONRPCError, PromptMessage, ToolError, ToolResult, mcp,
+    tool_results,
 )
 
 PNG_1X1 = base64.b64decode(
@@ -117,8 +121,7 @@ def test_error_handling():
 async def test_sampling(ctx: Context, prompt: str) -> str:
     """Ask the client's model to answer the prompt."""
     result = await ctx.sample(prompt, max_tokens=100)
-    text = (result.get("content") or {}).get("text", "")
-    return f"LLM response: {text}"
+    return f"LLM response: {result.text}"
 
 
 @mcp.tool
@@ -482,3 +485,86 @@ async def test_tool_with_task(ctx: Context) -> str:
     await ctx.continue_as_task()
     await asyncio.sleep(0.2)
     return f"Hello, {(answer.get('content') or {}).get('name', 'stranger')}, from a task!"
+
+
+# URL-mode elicitation: pages of this server's own (example.views.connect), where what the user
+# enters never passes through the client
+
+def _elicitation_id(ctx: Context, purpose: str) -> str:
+    """The same id on every call of one client (its session, else its principal), naming neither:
+    a 2026-07-28 retry must ask the same question again."""
+    owner = ctx.session.id if ctx.session is not None else f"principal:{ctx.principal}"
+    return f"{purpose}-{salted_hmac('example.elicitation', owner).hexdigest()[:32]}"
+
+
+def _page_url(ctx: Context, elicitation_id: str) -> str:
+    host = dict((ctx.scope or {}).get("headers") or []).get(b"host", b"127.0.0.1").decode("latin-1")
+    return f"http://{host}{reverse('connect', args=[elicitation_id])}"
+
+
+@mcp.tool
+async def connect_account(ctx: Context) -> str:
+    """Needs an account connected on a page of the server's: until the user has completed it, the
+    call fails with -32042 listing the page (2025-11-25), or asks for it again (2026-07-28)."""
+    elicitation_id = _elicitation_id(ctx, "connect")
+    if await ctx.elicitation_completed(elicitation_id):
+        return "Your account is connected."
+    await ctx.require_url_elicitation("Connect your account to continue.", _page_url(ctx, elicitation_id),
+                                      elicitation_id=elicitation_id, key="connect")
+
+
+@mcp.tool(task_support="optional")
+async def open_settings_page(ctx: Context) -> str:
+    """Send the user to a settings page (URL mode) and say what they answered: "accept" is their
+    consent to open it; the page announces when they are done (notifications/elicitation/complete).
+    A client may run it as a task: the question then waits in the task."""
+    elicitation_id = _elicitation_id(ctx, "settings")
+    answer = await ctx.elicit_url("Set your API key on this page.", _page_url(ctx, elicitation_id),
+                                  elicitation_id=elicitation_id, key="settings")
+    done = await ctx.elicitation_completed(elicitation_id)
+    return f"action={answer['action']} elicitationId={answer['elicitationId']} completed={done}"
+
+
+@mcp.tool
+async def set_api_key(ctx: Context, wait_seconds: float = 60) -> str:
+    """Send the user to the page where they set their API key, and wait until they are done there."""
+    elicitation_id = _elicitation_id(ctx, "api-key")
+    answer = await ctx.elicit_url("Set your API key on this page.", _page_url(ctx, elicitation_id),
+                                  elicitation_id=elicitation_id, key="api_key")
+    if answer["action"] != "accept":
+        return "The API key was not set."
+    if await ctx.wait_for_elicitation(elicitation_id, timeout=wait_seconds):
+        return "The API key is set."
+    return "The page was not completed in time."
+
+
+# Sampling with tools: the client's model may call a tool this server offers for the conversation
+
+WEATHER_TOOL = {
+    "name": "get_weather",
+    "description": "The weather in a city now",
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+}
+WEATHER = {"paris": "sunny, 21 C", "oslo": "snow, -3 C", "lima": "cloudy, 18 C"}
+SAMPLING_ROUNDS = 3
+
+
+def _weather(use) -> str:
+    city = use.input.get("city") if use.name == "get_weather" else None
+    if not isinstance(city, str):
+        return ToolResult([f"Unknown tool or arguments: {use.name}"], is_error=True).to_dict()
+    return WEATHER.get(city.lower(), "no data for that city")
+
+
+@mcp.tool
+async def weather_agent(ctx: Context, question: str) -> str:
+    """Let the client's model answer `question` with a get_weather tool it may use (up to 3 rounds)."""
+    messages = [{"role": "user", "content": {"type": "text", "text": question}}]
+    for round_number in range(1, SAMPLING_ROUNDS + 1):
+        result = await ctx.sample(messages, tools=[WEATHER_TOOL], tool_choice="auto", max_tokens=200,
+                                  key=f"round-{round_number}")
+        if not result.tool_uses:
+            return result.text
+        answers = {use.id: _weather(use) for use in result.tool_uses}
+        messages = [*messages, result.message(), tool_results(answers)]
+    return f"The model was still using tools after {SAMPLING_ROUNDS} rounds."

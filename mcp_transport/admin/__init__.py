@@ -18,7 +18,8 @@ stored counters (`Stream.last_seq`) and from one grouped query for the page's ro
 (`decorate()`), never from one query per row.
 
 Where things are: one module per page (`sessions`, `streams`, `events`, `workers`, `tokens`,
-`modern`: the 2026-07-28 listen streams and long calls, `tasks`);
+`modern`: the 2026-07-28 listen streams and long calls, `tasks`, `elicitations`: URL
+elicitations and whether their page completed them);
 `base` the view-only ModelAdmin they share (date-times to the second), `actions` how a page
 runs an operation (confirmation, report, history), `counts` the per-page counts, `display`
 badges, times and payloads, `timeline` the stream and task pages' SVG (and which stored events
@@ -26,4 +27,4 @@ are a task's). What each state means (session, stream, worker) is decided in
 `mcp_transport.models`, shared with `manage.py mcp_status` and the metrics.
 """
 # Importing the page modules registers them (Django's admin autodiscovery imports this package).
-from . import events, modern, sessions, streams, tasks, tokens, workers  # noqa: F401
+from . import elicitations, events, modern, sessions, streams, tasks, tokens, workers  # noqa: F401

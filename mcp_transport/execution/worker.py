@@ -58,5 +58,12 @@ class Worker:
         await self.modern.notify(server_name, method, None)
         await self.requests.broadcast(server_name, method)
 
+    async def record_elicitation(self, server_name: str, elicitation_id: str, session_id: str | None,
+                                 principal: str, url: str) -> bool:
+        return await store.arecord_elicitation(server_name, elicitation_id, session_id, principal, url)
+
+    async def elicitation_completed(self, server_name: str, elicitation_id: str, principal: str) -> bool:
+        return await store.aelicitation_completed(server_name, elicitation_id, principal)
+
 
 worker = Worker(store.WORKER, executor)

@@ -7,17 +7,49 @@ from typing import Any, Protocol
 
 from asgiref.sync import async_to_sync
 
-from . import jsonrpc
+from . import elicitation, jsonrpc, sampling
 from .content import ToolError
 
 INPUT_CAPABILITIES = {"elicitation/create": "elicitation", "sampling/createMessage": "sampling",
                       "roots/list": "roots"}
 LOG_LEVELS = ("debug", "info", "notice", "warning", "error", "critical", "alert", "emergency")
 ELICIT_ACTIONS = ("accept", "decline", "cancel")
+# How often a tool waiting for a URL elicitation's page reads whether it is done.
+ELICITATION_POLL_SECONDS = 1.0
 
 
-def _content_block(block) -> bool:
-    return isinstance(block, dict) and isinstance(block.get("type"), str)
+def declared(capabilities, capability: str) -> bool:
+    """Whether the client declared `capability`, a name or a dotted path ("sampling.tools"). An
+    elicitation capability that names no mode is form mode only: "elicitation.form" holds for it."""
+    if capability == "elicitation.form":
+        if not isinstance(capabilities, dict) or "elicitation" not in capabilities:
+            return False
+        modes = capabilities["elicitation"]
+        return not isinstance(modes, dict) or "form" in modes or "url" not in modes
+    node = capabilities
+    for part in capability.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False
+        node = node[part]
+    return True
+
+
+def needed_capability(request: dict) -> str:
+    """What a question (`{"method", "params"}`) needs the client to have declared."""
+    method, params = request["method"], request.get("params") or {}
+    if method == "elicitation/create":
+        return "elicitation.url" if params.get("mode") == "url" else "elicitation.form"
+    if method == "sampling/createMessage" and ("tools" in params or "toolChoice" in params):
+        return "sampling.tools"
+    return INPUT_CAPABILITIES[method]
+
+
+def _nested(capability: str) -> dict:
+    """"sampling.tools" -> {"sampling": {"tools": {}}}"""
+    tree: dict = {}
+    for part in reversed(capability.split(".")):
+        tree = {part: tree}
+    return tree
 
 
 def check_answer(where: str, method: str, response) -> dict:
@@ -36,9 +68,7 @@ def check_answer(where: str, method: str, response) -> dict:
         if response.get("content") is not None and not isinstance(response["content"], dict):
             raise jsonrpc.InvalidParams(f"Invalid params: {where}.content must be an object")
     elif method == "sampling/createMessage":
-        content = response.get("content")
-        if not all(_content_block(block) for block in (content if isinstance(content, list) else [content])):
-            raise jsonrpc.InvalidParams(f"Invalid params: {where} must be a sampling result with content")
+        sampling.check_result(where, response)
     elif method == "roots/list":
         roots = response.get("roots")
         if not isinstance(roots, list) or not all(isinstance(r, dict) and isinstance(r.get("uri"), str)
@@ -84,7 +114,7 @@ class MissingCapability(jsonrpc.JSONRPCError):
     def __init__(self, capability: str):
         super().__init__(jsonrpc.MISSING_CLIENT_CAPABILITY,
                          f"The client did not declare the '{capability}' capability this request needs",
-                         {"requiredCapabilities": {capability: {}}})
+                         {"requiredCapabilities": _nested(capability)})
 
 
 class Context:
@@ -192,7 +222,10 @@ class Context:
         `ctx.roots_request()`; returns key -> the client's answer. On a modern request they go out
         together in one input_required result; on a session, as concurrent requests."""
         for request in requests.values():
-            self.require_capability(INPUT_CAPABILITIES[request["method"]])
+            self.require_capability(needed_capability(request))
+        for request in requests.values():
+            if request["method"] == "elicitation/create" and request["params"].get("mode") == "url":
+                await self._record(request["params"], None)
         if self._task_id() is not None:
             return await self.task.ask(requests)
         if self.inputs is not None:
@@ -217,10 +250,13 @@ class Context:
         return self._task_id()
 
     def require_capability(self, capability: str):
-        """Fail the request unless the client declared `capability` (-32021 on a modern request)."""
-        if capability not in self.client_capabilities:
+        """Fail the request unless the client declared `capability`, a name or a dotted path
+        ("sampling.tools", "elicitation.url"): -32021 on a modern request."""
+        if not declared(self.client_capabilities, capability):
             if self.modern is not None:
-                raise MissingCapability(capability)
+                # A client without the capability at all is told its name (as the spec's examples).
+                top = capability.split(".")[0]
+                raise MissingCapability(capability if top in self.client_capabilities else top)
             raise ClientCapabilityError(capability)
 
     def elicitation(self, message: str, requested_schema: dict | type) -> dict:
@@ -232,14 +268,32 @@ class Context:
             params["mode"] = "form"
         return {"method": "elicitation/create", "params": params}
 
+    def url_elicitation(self, message: str, url: str, elicitation_id: str | None = None) -> dict:
+        """A URL-mode `elicitation/create` question, for `ask`. On a session it carries an
+        `elicitationId` (a new one unless given), which `ask` records; 2026-07-28 has none, so only
+        `elicit_url()` and `require_url_elicitation()` record the tool's own id there."""
+        if self.modern is None:
+            sent_id = elicitation_id if elicitation_id is not None else elicitation.new_id()
+        else:
+            sent_id = None
+        return {"method": "elicitation/create", "params": elicitation.url_params(message, url, sent_id)}
+
     def sampling(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
-                 **params) -> dict:
-        """A `sampling/createMessage` question, for `ask`; a plain string is one user text message."""
+                 tools: list | None = None, tool_choice=None, **params) -> dict:
+        """A `sampling/createMessage` question, for `ask`; a plain string is one user text message.
+        `tools` (Tool dicts or registered tools) and `tool_choice` ("auto", "required", "none")
+        need the client's `sampling.tools`; the conversation is checked as the spec requires
+        (ValueError if not)."""
         if isinstance(messages, str):
             messages = [{"role": "user", "content": {"type": "text", "text": messages}}]
+        sampling.check_messages(messages)
         params = {"messages": messages, "maxTokens": max_tokens, **params}
         if system_prompt is not None:
             params["systemPrompt"] = system_prompt
+        if tools is not None:
+            params["tools"] = sampling.tool_definitions(tools)
+        if tool_choice is not None:
+            params["toolChoice"] = sampling.tool_choice(tool_choice)
         return {"method": "sampling/createMessage", "params": params}
 
     def roots_request(self) -> dict:
@@ -248,17 +302,87 @@ class Context:
 
     async def elicit(self, message: str, requested_schema: dict | type, timeout: float | None = None,
                      key: str | None = None) -> dict:
-        """`elicitation/create`; returns `{"action": ..., "content": ...}`."""
+        """`elicitation/create` (form mode); returns `{"action": ..., "content": ...}`."""
         self.require_capability("elicitation")
+        self.require_capability("elicitation.form")
         request = self.elicitation(message, requested_schema)
         return await self.send_request(request["method"], request["params"], timeout, key)
 
+    async def elicit_url(self, message: str, url: str, *, elicitation_id: str | None = None,
+                         timeout: float | None = None, key: str | None = None) -> dict:
+        """Ask the user to open `url` (URL mode: what they enter there never passes through the
+        client). Returns `{"action": ..., "elicitationId": ...}`: "accept" is the user's consent to
+        go there, not that they are done; `complete_elicitation(id)` says that, and
+        `elicitation_completed(id)` reads it. Needs the client's `elicitation.url`."""
+        request = self.url_elicitation(message, url, elicitation_id)
+        self.require_capability("elicitation.url")
+        if "elicitationId" not in request["params"]:
+            await self._record(request["params"], elicitation_id)  # a 2026-07-28 request: the tool's own id
+        key = key or self._next_key(request["method"])
+        answer = (await self.ask({key: request}, timeout))[key]
+        return {**answer, "elicitationId": request["params"].get("elicitationId", elicitation_id)}
+
+    async def require_url_elicitation(self, message: str, url: str, *, elicitation_id: str | None = None,
+                                      key: str | None = None):
+        """End this request: it cannot go on until the user has been to `url`. On a session, the
+        URLElicitationRequiredError (-32042) the client may retry the call after; on 2026-07-28,
+        an input_required result with the URL elicitation (the retry runs the tool again, which
+        looks whether the interaction is done); in a 2026-07-28 task, an `isError` result naming
+        the URL. Needs the client's `elicitation.url`."""
+        request = self.url_elicitation(message, url, elicitation_id)
+        self.require_capability("elicitation.url")
+        await self._record(request["params"], elicitation_id)
+        if self.modern is None:
+            raise elicitation.URLElicitationRequired([request["params"]])
+        if self.inputs is not None and self._task_id() is None:
+            self.inputs.require({key or self._next_key("elicitation/create"): request})
+        # A 2026-07-28 task has neither -32042 nor rounds: its result says where to go.
+        raise ToolError(f"{message} Open {url}, then call again.")
+
+    async def elicitation_completed(self, elicitation_id: str) -> bool:
+        """Whether the project said this client's URL elicitation is done (`complete_elicitation`)."""
+        return await self.server.elicitation_completed(elicitation_id, self.principal)
+
+    async def wait_for_elicitation(self, elicitation_id: str, timeout: float) -> bool:
+        """Wait until the page says this client's URL elicitation is done (True), at most `timeout`
+        seconds (False), reading it every ELICITATION_POLL_SECONDS."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not await self.elicitation_completed(elicitation_id):
+            left = deadline - loop.time()
+            if left <= 0:
+                return False
+            await asyncio.sleep(min(ELICITATION_POLL_SECONDS, left))
+        return True
+
+    @property
+    def principal(self) -> str:
+        """Who is asking, as the transport identifies clients ("user:42", "token:abcd1234"; "" for
+        anonymous ones): what a URL elicitation is bound to."""
+        if self.session is not None:
+            return getattr(self.session, "principal", "") or ""
+        return self.inputs.bound[0] if self.inputs is not None else ""
+
+    async def _record(self, params: dict, elicitation_id: str | None) -> str | None:
+        """Remember whose elicitation this is, by the id it was sent with (or the tool's own)."""
+        elicitation_id = params.get("elicitationId", elicitation_id)
+        if elicitation_id is not None:
+            session_id = self.session.id if self.session is not None else None
+            await self.server.record_elicitation(elicitation.checked_id(elicitation_id), session_id,
+                                                 self.principal, params["url"])
+        return elicitation_id
+
     async def sample(self, messages: list | str, *, max_tokens: int = 1000, system_prompt: str | None = None,
-                     timeout: float | None = None, key: str | None = None, **params) -> dict:
-        """`sampling/createMessage`; a plain string is sent as one user text message."""
+                     tools: list | None = None, tool_choice=None, timeout: float | None = None,
+                     key: str | None = None, **params) -> sampling.SamplingResult:
+        """`sampling/createMessage`; a plain string is sent as one user text message. With `tools`
+        the model may answer with tool uses (`result.tool_uses`, `result.stop_reason == "toolUse"`):
+        send their results in the next call (`messages + [result.message(), tool_results({...})]`)."""
         self.require_capability("sampling")
-        request = self.sampling(messages, max_tokens=max_tokens, system_prompt=system_prompt, **params)
-        return await self.send_request(request["method"], request["params"], timeout, key)
+        request = self.sampling(messages, max_tokens=max_tokens, system_prompt=system_prompt, tools=tools,
+                                tool_choice=tool_choice, **params)
+        self.require_capability(needed_capability(request))
+        return sampling.SamplingResult(await self.send_request(request["method"], request["params"], timeout, key))
 
     async def list_roots(self, timeout: float | None = None, key: str | None = None) -> list[dict]:
         self.require_capability("roots")

@@ -124,6 +124,11 @@ class Inputs:
                                 self.seal({key: digest for key, (_, digest) in missing.items()}))
         return found
 
+    def require(self, asks: dict[str, dict]):
+        """End the round with these asks whatever answers came (the tool looks elsewhere whether
+        what they ask for is done: a URL elicitation)."""
+        raise InputRequired(asks, self.seal({key: _digest(ask) for key, ask in asks.items()}))
+
     def seal(self, pending: dict) -> str:
         payload = {"b": self.bound, "a": self.answered, "p": pending}
         return signing.dumps(payload, key=_key(), salt=SALT, compress=True)

@@ -21,6 +21,11 @@ class Notifier(Protocol):
 
     async def broadcast(self, server_name: str, method: str) -> None: ...
 
+    async def record_elicitation(self, server_name: str, elicitation_id: str, session_id: str | None,
+                                 principal: str, url: str) -> bool: ...
+
+    async def elicitation_completed(self, server_name: str, elicitation_id: str, principal: str) -> bool: ...
+
 
 _notifier: list[Notifier] = []
 
@@ -76,6 +81,15 @@ class MCPServer(Registry):
     async def notify_list_changed(self, what: str):
         """`what`: tools, resources or prompts. Goes to every active session of this server."""
         await _notifier_or_fail().broadcast(self.name, f"notifications/{what}/list_changed")
+
+
+    async def record_elicitation(self, elicitation_id: str, session_id: str | None, principal: str, url: str):
+        """Remember who started a URL elicitation (ValueError if its id is already someone else's)."""
+        if not await _notifier_or_fail().record_elicitation(self.name, elicitation_id, session_id, principal, url):
+            raise ValueError(f"The elicitation id {elicitation_id!r} is already used by another client")
+
+    async def elicitation_completed(self, elicitation_id: str, principal: str) -> bool:
+        return await _notifier_or_fail().elicitation_completed(self.name, elicitation_id, principal)
 
 
 def get_server(name_or_server) -> MCPServer:

@@ -20,8 +20,8 @@ from django.db.models import F, Q
 from django.utils import timezone
 
 from ..conf import mcp_settings
-from ..models import (Delivery, Event, ModernRequest, Session, Stream, StreamConnection, Subscription, Task,
-                      Worker, hash_uri, retention_cutoff)
+from ..models import (Delivery, Elicitation, Event, ModernRequest, Session, Stream, StreamConnection, Subscription,
+                      Task, Worker, elicitation_key, hash_uri, retention_cutoff)
 from .records import (
     MAX_ROW_ID, PRIMING, WORKER, NewRequestStream, PendingStream, StoredEvent, early_events, message_kinds,
     stream_pk,
@@ -349,13 +349,48 @@ class Store:
         self.rows(Task).filter(worker=WORKER, status__in=Task.ACTIVE).update(lease_expires_at=lease)
 
     def prune(self) -> dict:
-        """Delete expired and terminated sessions, finished streams past their retention, and the
-        modern requests of workers that are gone."""
+        """Delete expired and terminated sessions, finished streams past their retention, the
+        modern requests of workers that are gone, and 2026-07-28 requests' URL elicitations as old
+        as an idle session."""
         streams, _ = self.rows(Stream).past_retention().delete()
         sessions, _ = self.rows(Session).prunable().delete()
         modern = self.forget_orphaned_modern()
         tasks, _ = self.rows(Task).expired().delete()
-        return {"streams": streams, "sessions": sessions, "modern": modern, "tasks": tasks}
+        elicitations, _ = self.rows(Elicitation).prunable().delete()
+        return {"streams": streams, "sessions": sessions, "modern": modern, "tasks": tasks,
+                "elicitations": elicitations}
+
+    # URL-mode elicitations
+
+    def record_elicitation(self, server: str, elicitation_id: str, session_id: str | None, principal: str,
+                           url: str) -> bool:
+        """Remember who started this elicitation; False when the id is already another's (another
+        session, another principal): an id stays with whoever used it first."""
+        with self.atomic():
+            row, created = self.rows(Elicitation).get_or_create(
+                key=elicitation_key(server, elicitation_id),
+                defaults={"server": server, "elicitation_id": elicitation_id, "session_id": session_id,
+                          "principal": principal, "url": url})
+        return created or (row.session_id == session_id and row.principal == principal
+                           and row.elicitation_id == elicitation_id)
+
+    def elicitation_completed(self, server: str, elicitation_id: str, principal: str) -> bool:
+        return self.rows(Elicitation).filter(key=elicitation_key(server, elicitation_id), principal=principal,
+                                             completed_at__isnull=False).exists()
+
+    def complete_elicitation(self, server: str, elicitation_id: str) -> tuple[bool, str | None]:
+        """Mark it completed -> (whether this call did, the session to tell: None for a 2026-07-28
+        request's, or a session that ended)."""
+        with self.atomic():
+            rows = self.rows(Elicitation).filter(key=elicitation_key(server, elicitation_id),
+                                                 completed_at__isnull=True)
+            session_id = rows.values_list("session_id", flat=True).first()
+            if not rows.update(completed_at=timezone.now()):
+                return False, None
+            if session_id is not None and not self.rows(Session).filter(
+                    pk=session_id, terminated_at__isnull=True).exists():
+                session_id = None
+        return True, session_id
 
     # Tasks: every change is one conditional statement, or a locked read and a write
 

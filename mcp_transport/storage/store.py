@@ -236,8 +236,23 @@ def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = 
 
 def prune() -> dict:
     """Delete expired and terminated sessions, finished streams past their retention, the modern
-    requests of workers that are gone, and tasks past their TTL."""
+    requests of workers that are gone, tasks past their TTL, and 2026-07-28 requests' URL
+    elicitations as old as an idle session."""
     return current().prune()
+
+
+# URL-mode elicitations
+
+def record_elicitation(server: str, elicitation_id: str, session_id: str | None, principal: str, url: str) -> bool:
+    return current().record_elicitation(server, elicitation_id, session_id, principal, url)
+
+
+def elicitation_completed(server: str, elicitation_id: str, principal: str) -> bool:
+    return current().elicitation_completed(server, elicitation_id, principal)
+
+
+def complete_elicitation(server: str, elicitation_id: str) -> tuple[bool, str | None]:
+    return current().complete_elicitation(server, elicitation_id)
 
 
 # Tasks. Those that are one statement run alone in their batch without a transaction around them
@@ -377,6 +392,8 @@ aactive_session_ids = batched(active_session_ids)
 aopen_stream = batched(open_stream)
 astandalone_stream = batched(standalone_stream)
 aappend = batched(append)
+arecord_elicitation = batched(record_elicitation)
+aelicitation_completed = batched(elicitation_completed)
 aevents_after = batched(events_after)
 aresume_stream = batched(resume_stream)
 aattach = batched(attach)
