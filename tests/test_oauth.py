@@ -7,8 +7,10 @@ step-up on 403 insufficient_scope, and revocation in the toolkit's admin.
 """
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
+import json
 import os
 import secrets
 import subprocess
@@ -26,19 +28,25 @@ USER, PASSWORD = "olga", "consent-pw-1"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 
 
+def start_oauth_server(transport=None, toolkit=None) -> DaphneServer:
+    """The example project with the toolkit (`toolkit` over its OAUTH2_PROVIDER), its tables
+    migrated, and a superuser who approves."""
+    server = DaphneServer(transport, env={**OAUTH_ENV, "MCP_TEST_OAUTH2_PROVIDER": json.dumps(toolkit or {})})
+    manage(server, "migrate", "-v", "0")
+    manage(server, "shell", "-c", "from django.contrib.auth.models import User; "
+                                  f"User.objects.create_superuser({USER!r}, 'olga@example.com', {PASSWORD!r})")
+    return server.start()
+
+
+def manage(server: DaphneServer, *args):
+    """`manage.py` on a server's database, with its settings (the toolkit installed)."""
+    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **server.db_env(),
+                   **server.extra_env}, check=True, capture_output=True)
+
+
 @pytest.fixture
 def oauth_server():
-    """The example project with the toolkit, its tables migrated, and a superuser who approves."""
-    server = DaphneServer(env=OAUTH_ENV)
-    env = {**os.environ, **server.db_env(), **OAUTH_ENV}
-
-    def manage(*args):
-        subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env=env, check=True, capture_output=True)
-
-    manage("migrate", "-v", "0")
-    manage("shell", "-c", "from django.contrib.auth.models import User; "
-                          f"User.objects.create_superuser({USER!r}, 'olga@example.com', {PASSWORD!r})")
-    server.start()
+    server = start_oauth_server()
     yield server
     server.stop()
 
@@ -191,13 +199,13 @@ async def test_the_official_client_completes_the_oauth_flow(oauth_server):
         assert revoked.status_code == 401 and 'error="invalid_token"' in revoked.headers["www-authenticate"]
 
 
-async def authorization_code_token(browser: Browser, client_id: str, resource: str) -> str:
+async def authorization_code_token(browser: Browser, client_id: str, resource: str, scope="mcp profile") -> str:
     """A token by hand (authorization code with PKCE) for `resource`."""
     verifier = secrets.token_urlsafe(48)
     challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
     query = httpx.QueryParams({"response_type": "code", "client_id": client_id, "redirect_uri": REDIRECT_URI,
                                "state": "s", "code_challenge": challenge, "code_challenge_method": "S256",
-                               "scope": "mcp profile", "resource": resource})
+                               "scope": scope, "resource": resource})
     answer = await browser.approve(f"{browser.origin}/o/authorize/?{query}")
     token = await browser.http.post("/o/token/", data={
         "grant_type": "authorization_code", "code": answer["code"], "redirect_uri": REDIRECT_URI,
@@ -218,3 +226,84 @@ async def revoke_in_admin(server, browser: Browser, token: str):
         "_selected_action": str(pk), "index": "0"})
     assert done.status_code == 302, done.text[:1000]
     assert server.query("SELECT id FROM oauth2_provider_accesstoken WHERE id = ?", (pk,)) == []
+
+
+RESOURCE_SERVER_CLIENT = ("resource-server", "resource-server-secret")
+
+
+async def test_a_resource_server_introspects_the_toolkits_tokens(oauth_server):
+    """A second project (daphne) with OAuthIntrospectionBackend asks the first one's introspection
+    endpoint (RFC 7662) about each token, as a confidential client: tokens bound to it work as
+    their user with their scopes; one bound to the first project is refused; revoked at the
+    authorization server, the token is refused at the next request."""
+    issuer = oauth_server
+    origin = f"http://127.0.0.1:{issuer.port}"
+    client_id, secret = RESOURCE_SERVER_CLIENT
+    await asyncio.to_thread(manage, issuer, "shell", "-c", (
+        "from oauth2_provider.models import Application; Application.objects.create(name='resource server', "
+        f"client_id={client_id!r}, client_secret={secret!r}, client_type='confidential', "
+        "authorization_grant_type='client-credentials')"))
+    resource = await asyncio.to_thread(
+        start_oauth_server, {"AUTH_BACKENDS": ["mcp_transport.oauth.OAuthIntrospectionBackend"]},
+        {"RESOURCE_SERVER_INTROSPECTION_URL": f"{origin}/o/introspect/",
+         "RESOURCE_SERVER_INTROSPECTION_CREDENTIALS": [client_id, secret],
+         "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [origin]})
+    try:
+        browser = Browser(origin)
+        await browser.sign_in(USER, PASSWORD)
+        public_client = await register(browser)
+        for_resource = await authorization_code_token(browser, public_client, resource.url, scope="mcp")
+        for_issuer = await authorization_code_token(browser, public_client, issuer.url, scope="mcp profile")
+        async with httpx.AsyncClient(timeout=30) as http:
+            metadata = (await http.get(f"http://127.0.0.1:{resource.port}/.well-known/oauth-protected-resource/mcp")).json()
+            assert metadata["authorization_servers"] == [origin]
+            client = ModernClient(http, resource.url)
+            assert "whoami" not in await client.tool_names(for_resource)
+            step_up = await client.call(for_resource, "whoami")
+            assert step_up.status_code == 403 and 'scope="mcp profile"' in step_up.headers["www-authenticate"]
+            assert (await client.call(for_resource, "echo", {"message": "remote"})).json()["result"]["content"][0][
+                "text"] == "remote"
+            other = await client.call(for_issuer, "echo", {"message": "x"})
+            assert other.status_code == 401 and "not issued for this resource" in other.json()["error"]["message"]
+
+            revoke = await http.post(f"{origin}/o/revoke_token/", data={"token": for_resource,
+                                                                        "client_id": public_client})
+            assert revoke.status_code == 200, revoke.text
+            revoked = await client.call(for_resource, "echo", {"message": "again"})
+            assert revoked.status_code == 401 and 'error="invalid_token"' in revoked.headers["www-authenticate"]
+    finally:
+        resource.stop()
+
+
+class ModernClient:
+    """2026-07-28 requests with a bearer token (no session: each request stands alone)."""
+
+    def __init__(self, http: httpx.AsyncClient, url: str):
+        self.http, self.url = http, url
+
+    async def post(self, token: str, method: str, params: dict, name: str | None = None) -> httpx.Response:
+        params = {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                                      "io.modelcontextprotocol/clientCapabilities": {}}}
+        headers = {"Authorization": f"Bearer {token}", "Accept": "application/json, text/event-stream",
+                   "MCP-Protocol-Version": "2026-07-28", "Mcp-Method": method}
+        if name is not None:
+            headers["Mcp-Name"] = name
+        return await self.http.post(self.url, headers=headers,
+                                    json={"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+
+    async def tool_names(self, token: str) -> set[str]:
+        answer = await self.post(token, "tools/list", {})
+        assert answer.status_code == 200, answer.text
+        return {tool["name"] for tool in answer.json()["result"]["tools"]}
+
+    async def call(self, token: str, name: str, arguments: dict | None = None) -> httpx.Response:
+        return await self.post(token, "tools/call", {"name": name, "arguments": arguments or {}}, name)
+
+
+async def register(browser: Browser) -> str:
+    """A public client, registered as an MCP client does (RFC 7591): its client_id."""
+    answer = await browser.http.post("/o/register/", json={
+        "client_name": "by hand", "redirect_uris": [REDIRECT_URI], "grant_types": ["authorization_code"],
+        "response_types": ["code"], "token_endpoint_auth_method": "none"})
+    assert answer.status_code == 201, answer.text
+    return answer.json()["client_id"]
