@@ -97,6 +97,8 @@ if OAUTH:
         "SCOPES_SUPPORTED": ["mcp", "profile"],
         # What a client is asked for first; `whoami` asks for profile when called (SEP-835).
         "CHALLENGE_SCOPES": ["mcp"],
+        # Where clients reach the server (tokens are bound to it): MCP_EXAMPLE_ORIGIN, else each request's Host.
+        "RESOURCE_ORIGIN": os.environ.get("MCP_EXAMPLE_ORIGIN"),
     })
 
 STATIC_URL = "static/"

@@ -161,6 +161,13 @@ async def authenticate(scope, headers) -> Principal | None:
     return None
 
 
+def resource_origin(scope, headers: dict[str, str]) -> str:
+    """scheme://host[:port] of this server as its clients name it: RESOURCE_ORIGIN, else the request's."""
+    if mcp_settings.RESOURCE_ORIGIN:
+        return mcp_settings.RESOURCE_ORIGIN.rstrip("/")
+    return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}"
+
+
 def bearer_challenge(**params) -> str:
     """A `WWW-Authenticate: Bearer ...` value (RFC 6750 3); parameters that are None are left out."""
     given = [f'{key}="{_quoted(value)}"' for key, value in params.items() if value is not None]

@@ -19,7 +19,7 @@ import time
 
 from django.urls import NoReverseMatch, reverse
 
-from .auth import AuthenticationFailed, Principal
+from .auth import AuthenticationFailed, Principal, resource_origin
 from .storage.executor import executor
 
 logger = logging.getLogger("mcp_transport")
@@ -42,7 +42,7 @@ def bearer_token(headers) -> str | None:
 def resource_url(scope, headers) -> str:
     """This endpoint's URL as clients name it in their resource indicator (RFC 8707)."""
     path = scope.get("path", "").rstrip("/") or "/"
-    return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{path}"
+    return resource_origin(scope, headers) + path
 
 
 def bound_to(audiences, resource: str) -> bool:

@@ -10,43 +10,22 @@ from __future__ import annotations
 import asyncio
 import base64
 import hashlib
-import json
-import os
 import secrets
-import subprocess
-import sys
 from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
-from .live import ROOT, DaphneServer
+from .live import DaphneServer, manage_oauth_server as manage, start_oauth_server
 
-OAUTH_ENV = {"MCP_EXAMPLE_OAUTH": "1"}
 USER, PASSWORD = "olga", "consent-pw-1"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 
 
-def start_oauth_server(transport=None, toolkit=None) -> DaphneServer:
-    """The example project with the toolkit (`toolkit` over its OAUTH2_PROVIDER), its tables
-    migrated, and a superuser who approves."""
-    server = DaphneServer(transport, env={**OAUTH_ENV, "MCP_TEST_OAUTH2_PROVIDER": json.dumps(toolkit or {})})
-    manage(server, "migrate", "-v", "0")
-    manage(server, "shell", "-c", "from django.contrib.auth.models import User; "
-                                  f"User.objects.create_superuser({USER!r}, 'olga@example.com', {PASSWORD!r})")
-    return server.start()
-
-
-def manage(server: DaphneServer, *args):
-    """`manage.py` on a server's database, with its settings (the toolkit installed)."""
-    subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={**os.environ, **server.db_env(),
-                   **server.extra_env}, check=True, capture_output=True)
-
-
 @pytest.fixture
 def oauth_server():
-    server = start_oauth_server()
+    server = start_oauth_server(superuser=(USER, PASSWORD))
     yield server
     server.stop()
 
@@ -193,7 +172,7 @@ async def test_the_official_client_completes_the_oauth_flow(oauth_server):
         assert refused.status_code == 401 and 'error="invalid_token"' in refused.headers["www-authenticate"]
         assert "not issued for this resource" in refused.json()["error"]["message"]
 
-        # Revoked in the toolkit's admin (its delete action): the next request is refused.
+        # Revoked in the toolkit's admin (its revoke action): the next request is refused.
         await revoke_in_admin(server, browser, storage.tokens.access_token)
         revoked = await ping(storage.tokens.access_token)
         assert revoked.status_code == 401 and 'error="invalid_token"' in revoked.headers["www-authenticate"]
@@ -244,7 +223,7 @@ async def test_a_resource_server_introspects_the_toolkits_tokens(oauth_server):
         f"client_id={client_id!r}, client_secret={secret!r}, client_type='confidential', "
         "authorization_grant_type='client-credentials')"))
     resource = await asyncio.to_thread(
-        start_oauth_server, {"AUTH_BACKENDS": ["mcp_transport.oauth.OAuthIntrospectionBackend"]},
+        start_oauth_server, {"AUTH_BACKENDS": ["mcp_transport.oauth.OAuthIntrospectionBackend"]}, None,
         {"RESOURCE_SERVER_INTROSPECTION_URL": f"{origin}/o/introspect/",
          "RESOURCE_SERVER_INTROSPECTION_CREDENTIALS": [client_id, secret],
          "OAUTH2_PROTECTED_RESOURCE_AUTHORIZATION_SERVERS": [origin]})

@@ -205,7 +205,7 @@ class MCPEndpoint:
 
     @property
     def origin(self) -> str:
-        return f"{self.scope.get('scheme', 'http')}://{self.headers.get('host', '')}"
+        return auth.resource_origin(self.scope, self.headers)
 
     def unauthorized(self, message: str, error: str | None = None, scope: str | None = None) -> Rejected:
         if scope is None:

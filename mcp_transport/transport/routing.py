@@ -87,7 +87,7 @@ async def _metrics_page(scope, send):
 
 def _origin(scope) -> str:
     host = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"host"), "")
-    return f"{scope.get('scheme', 'http')}://{host}"
+    return auth.resource_origin(scope, {"host": host})
 
 
 async def _resource_metadata(scope, send, mcp_path):
