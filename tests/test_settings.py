@@ -271,3 +271,21 @@ def test_tool_names_clients_may_refuse_are_a_warning():
         assert ids(check_tools()) == ["mcp_transport.W011", "mcp_transport.W011"]
     finally:
         del servers.servers["tool-names"]
+
+
+def test_bad_oauth_settings_get_stable_ids(settings):
+    from mcp_transport.checks import check_settings
+
+    for value in ("mcp", [1], {"mcp": 1}):
+        with override_settings(MCP_TRANSPORT={"CHALLENGE_SCOPES": value}):
+            assert ids(check_settings()) == ["mcp_transport.E034"], value
+    for value in ("https://mcp.example.com/mcp", "mcp.example.com", "ftp://x", "https://", 443):
+        with override_settings(MCP_TRANSPORT={"RESOURCE_ORIGIN": value}):
+            assert ids(check_settings()) == ["mcp_transport.E035"], value
+    for value in ("https://mcp.example.com", "http://127.0.0.1:8000/", None):
+        with override_settings(MCP_TRANSPORT={"RESOURCE_ORIGIN": value, "CHALLENGE_SCOPES": ["mcp"]}):
+            assert check_settings() == [], value
+    with override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.oauth.OAuthToolkitBackend"]}):
+        assert ids(check_settings()) == ["mcp_transport.E036"]
+        settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "oauth2_provider"]
+        assert check_settings() == []
