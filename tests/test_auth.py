@@ -284,6 +284,10 @@ async def test_scopes_hide_and_refuse_tools_prompts_and_resources(communicator):
                  "notes:read")
     insufficient(await base.request("resources/read", {"uri": "test://notes/7"}), "mcp notes:read",
                  "resources/read", "notes:read")
+    if communicator is MCPCommunicator:
+        insufficient(await base.request("resources/subscribe", {"uri": "test://notes"}), "mcp notes:read",
+                     "resources/subscribe", "notes:read")
+        assert (await reader.request("resources/subscribe", {"uri": "test://notes"})).result == {}
     insufficient(await base.request("completion/complete", {
         "ref": {"type": "ref/prompt", "name": "summarize"}, "argument": {"name": "x", "value": ""}}),
         "mcp notes:read", "completion/complete", "notes:read")

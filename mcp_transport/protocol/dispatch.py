@@ -87,7 +87,7 @@ def scoped_target(server, method: str, params):
         item = server.tools.get(params.get("name")) if isinstance(params.get("name"), str) else None
     elif method == "prompts/get":
         item = server.prompts.get(params.get("name")) if isinstance(params.get("name"), str) else None
-    elif method == "resources/read":
+    elif method in ("resources/read", "resources/subscribe"):
         item = server.find_resource(params["uri"])[0] if isinstance(params.get("uri"), str) else None
     elif method == "completion/complete":
         ref = params.get("ref")
