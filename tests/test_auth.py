@@ -342,3 +342,28 @@ def test_scope_names_are_checked_when_declared():
     for bad in ("two words", 'quo"te', "back\\slash", "", "caf\u00e9"):
         with pytest.raises(ValueError):
             secured.tool(scopes=[bad])(lambda: "x")
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend",
+                                                     "mcp_transport.auth.SessionCookieBackend"],
+                                  "REQUIRE_AUTH": True})
+async def test_credentials_one_backend_refuses_are_offered_to_the_next():
+    """Two backends may read the same request (this app's tokens and an OAuth server's): the first
+    refusal is the answer only when no backend accepts the request."""
+    from django.test import Client
+
+    def login():
+        User.objects.create_user("gina", password="pw")
+        browser = Client()
+        assert browser.login(username="gina", password="pw")
+        return browser.cookies["sessionid"].value
+
+    cookie = await sync_to_async(login)()
+    both = client_for("mcp_not_a_token")
+    original = both._headers
+    both._headers = lambda method, extra: original(method, {**(extra or {}), "cookie": f"sessionid={cookie}"})
+    await both.initialize()
+    assert (await both.call_tool("public")).result["content"][0]["text"] == "public"
+    refused = await client_for("mcp_not_a_token").send("POST", b"{}")
+    assert refused.status == 401 and 'error="invalid_token"' in refused.headers["www-authenticate"]
+    assert "unknown, expired or revoked token" in refused.json["error"]["message"]

@@ -1920,6 +1920,11 @@ for name, user, scope, resource, expires in [
 """
 
 
+# Migrating the toolkit's tables on MariaDB may take minutes on a busy machine: the first test
+# to use the server waits for it.
+SETUP_TIMEOUT = pytest.mark.timeout(900)
+
+
 @pytest.fixture(scope="module")
 def oauth_server():
     """The example project with the toolkit (MCP_EXAMPLE_OAUTH=1) and tokens of every kind."""
@@ -1955,6 +1960,7 @@ def assert_challenge(response, status: int, error: str):
     return body
 
 
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("name", ["forged", "expired", "unbound", "other", "segment", "longer", "userinfo",
                                   "inactive"])
 def test_oauth_tokens_that_are_not_for_this_resource_now_get_401(oauth_server, name):
@@ -1973,6 +1979,7 @@ def test_oauth_tokens_that_are_not_for_this_resource_now_get_401(oauth_server, n
         current.close()
 
 
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("value", ["Bearer", 'Bearer ""', "bearer hostile-mcp", "Bearer hostile-mcp, Bearer x",
                                    "Bearer " + "x" * 3000, "Bearer hostile-\u00e9", "Basic aG9zdGlsZS1tY3A6"])
 def test_odd_authorization_headers_get_401(oauth_server, value):
@@ -1986,12 +1993,14 @@ def test_odd_authorization_headers_get_401(oauth_server, value):
         assert response.status_code == 401 and response.json()["error"]["code"] == -32600
 
 
+@SETUP_TIMEOUT
 def test_a_token_in_the_query_string_is_not_read(oauth_server):
     response = httpx.post(f"{oauth_server.url}?access_token=hostile-profile", json=request("ping"), headers={
         "Accept": ACCEPT_BOTH, "MCP-Protocol-Version": VERSION}, timeout=10)
     assert response.status_code == 401
 
 
+@SETUP_TIMEOUT
 def test_a_forged_host_cannot_make_a_token_for_another_resource_fit(oauth_server):
     """A token for http://127.0.0.1:9/mcp sent with that Host (allowed: ALLOWED_HOSTS has no ports)
     is still measured against RESOURCE_ORIGIN; a foreign host is refused before any token is read."""
@@ -2005,6 +2014,7 @@ def test_a_forged_host_cannot_make_a_token_for_another_resource_fit(oauth_server
     assert foreign.status_code == 403 and "Host" in foreign.json()["error"]["message"]
 
 
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("name", ["mcp", "upper", "glued"])
 def test_scope_tricks_get_403_insufficient_scope_in_both_eras(oauth_server, name):
     """Scopes are compared exactly: MCP PROFILE, mcpprofile and a missing profile are not profile."""
@@ -2024,6 +2034,7 @@ def test_scope_tricks_get_403_insufficient_scope_in_both_eras(oauth_server, name
         current.close()
 
 
+@SETUP_TIMEOUT
 def test_a_session_does_not_keep_the_scopes_of_the_token_that_opened_it(oauth_server):
     """Scopes are the request's token's: a session opened with profile, used with the same user's
     narrower token, gets 403 for whoami; another user's token gets 404 for the session."""
@@ -2041,6 +2052,7 @@ def test_a_session_does_not_keep_the_scopes_of_the_token_that_opened_it(oauth_se
         wide.close()
 
 
+@SETUP_TIMEOUT
 @pytest.mark.parametrize("params", [
     {"name": ["whoami"]}, {"name": {"x": 1}}, {"name": None}, {"name": "whoami\u0000"}, {"name": "whoami "},
     {"name": "WHOAMI"}, [], "whoami",
@@ -2060,6 +2072,7 @@ def test_odd_tool_names_with_a_narrow_token_get_json_rpc_errors(oauth_server, pa
         current.close()
 
 
+@SETUP_TIMEOUT
 def test_a_client_credentials_token_acts_as_its_client(oauth_server):
     """A token without a user (client credentials) is its application's principal, with its scopes."""
     legacy, current = oauth_clients(oauth_server, "client")
