@@ -19,6 +19,9 @@ import pytest
 
 from .live import DaphneServer, manage_oauth_server as manage, start_oauth_server
 
+# Each test migrates the toolkit's tables for its servers and walks through several consents.
+pytestmark = pytest.mark.timeout(600)
+
 USER, PASSWORD = "olga", "consent-pw-1"
 REDIRECT_URI = "http://127.0.0.1:9/callback"
 
@@ -164,7 +167,8 @@ async def test_the_official_client_completes_the_oauth_flow(oauth_server):
                 "MCP-Protocol-Version": "2025-11-25"})
 
         bound = await ping(storage.tokens.access_token)
-        assert bound.status_code in (200, 400), bound.text  # authenticated (400: no session, as it should)
+        # Authenticated: what is wrong with this request is only that it names no session.
+        assert bound.status_code == 400 and "Mcp-Session-Id" in bound.json()["error"]["message"], bound.text
 
         # A token of the same authorization server for another resource is refused.
         other = await authorization_code_token(browser, storage.client_info.client_id, f"{origin}/other-mcp")
@@ -176,6 +180,12 @@ async def test_the_official_client_completes_the_oauth_flow(oauth_server):
         await revoke_in_admin(server, browser, storage.tokens.access_token)
         revoked = await ping(storage.tokens.access_token)
         assert revoked.status_code == 401 and 'error="invalid_token"' in revoked.headers["www-authenticate"]
+
+    # The client, holding the revoked token, is sent back through authorization by its next request.
+    consents = len(browser.consents)
+    _, (again,) = await call(server, provider, ("echo", {"message": "again"}))
+    assert text(again) == "again"
+    assert len(browser.consents) == consents + 1 and browser.consents[-1]["scope"] == "mcp"
 
 
 async def authorization_code_token(browser: Browser, client_id: str, resource: str, scope="mcp profile") -> str:
