@@ -3,21 +3,26 @@ as its own authorization server (django-oauth-toolkit: MCP_EXAMPLE_OAUTH=1), ser
 
 Discovery from a 401, dynamic client registration, authorization code with PKCE approved by a
 logged-in user on the real consent form, a token bound to the MCP endpoint (RFC 8707), scope
-step-up on 403 insufficient_scope, and revocation in the toolkit's admin.
+step-up on 403 insufficient_scope, and revocation in the toolkit's admin; the same flow by the
+SDK 2.x client on 2026-07-28 (tests/interop/mcp2_oauth_client.py, in the mcp 2.x venv); and a
+second project introspecting the first one's tokens.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import hashlib
+import json
 import secrets
+import subprocess
 from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
-from .live import DaphneServer, manage_oauth_server as manage, start_oauth_server
+from .live import ROOT, DaphneServer, manage_oauth_server as manage, start_oauth_server
+from .test_interop import mcp2_python  # noqa: F401  (fixture: the mcp 2.x venv)
 
 # Each test migrates the toolkit's tables for its servers and walks through several consents.
 pytestmark = pytest.mark.timeout(600)
@@ -296,3 +301,16 @@ async def register(browser: Browser) -> str:
         "response_types": ["code"], "token_endpoint_auth_method": "none"})
     assert answer.status_code == 201, answer.text
     return answer.json()["client_id"]
+
+
+def test_the_sdk_2x_client_completes_the_oauth_flow_on_2026_07_28(oauth_server, mcp2_python):
+    """mcp 2.x, pinned to 2026-07-28 (no sessions: every request carries the token): discovery from
+    the 401, registration, consent for mcp, then a step-up to profile for whoami."""
+    proc = subprocess.run([mcp2_python, str(ROOT / "tests" / "interop" / "mcp2_oauth_client.py"), oauth_server.url,
+                           USER, PASSWORD], capture_output=True, text=True, timeout=300)
+    out = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.stdout.strip() else {}
+    assert out.get("ok"), out.get("error") or proc.stderr[-3000:]
+    assert out["protocolVersion"] == "2026-07-28" and out["echo"] == "oauth on 2026-07-28"
+    assert "whoami" not in out["toolsBefore"] and "whoami" in out["toolsAfter"] and out["whoami"] == USER
+    assert out["consents"] == ["mcp", "mcp profile"]
+    assert 401 in out["statuses"] and 403 in out["statuses"]
