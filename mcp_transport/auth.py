@@ -2,17 +2,23 @@
 
 A backend is a class with `async authenticate(scope, headers) -> Principal | None`. The first
 one that recognises the request wins. Built in: bearer tokens (`AccessToken`, stored hashed)
-and Django's session cookie. A project adds its own (a JWT from its OAuth provider, say) the
-same way. A session belongs to the principal that created it.
+and Django's session cookie; django-oauth-toolkit's access tokens in `mcp_transport.oauth`. A
+project adds its own (a JWT from its OAuth provider, say) the same way. A session belongs to
+the principal that created it.
+
+A token's scopes limit what it reaches (`@mcp.tool(scopes=[...])`); a principal whose
+credentials carry no scopes (`scopes=None`: Django's login) is limited by its user's
+permissions only, as a logged-in user is in the rest of the site.
 """
 from __future__ import annotations
 
 import hashlib
 import secrets
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import timedelta
 from functools import lru_cache
 from importlib import import_module
+from urllib.parse import urlsplit
 
 from django.conf import settings
 from django.utils import timezone
@@ -26,12 +32,17 @@ TOKEN_PREFIX = "mcp_"
 
 @dataclass
 class Principal:
-    """An authenticated caller. `id` is what sessions are tied to."""
+    """An authenticated caller. `id` is what sessions are tied to; `scopes` what its token was
+    granted, None when its credentials have no notion of scopes."""
 
     id: str
     user: object = None
-    scopes: list[str] = field(default_factory=list)
+    scopes: frozenset[str] | None = None
     via: str = ""
+
+    def __post_init__(self):
+        if self.scopes is not None:
+            self.scopes = frozenset(self.scopes)
 
 
 class AuthenticationFailed(Exception):
@@ -69,7 +80,7 @@ class BearerTokenBackend:
         if found is None:
             raise AuthenticationFailed("unknown, expired or revoked token")
         row, user = found
-        return Principal(f"user:{user.pk}", user, list(row.scopes or []), via=f"token:{row.prefix}")
+        return Principal(f"user:{user.pk}", user, row.scopes or (), via=f"token:{row.prefix}")
 
 
 def _load_token(token_hash):
@@ -134,12 +145,37 @@ def backends():
 
 
 async def authenticate(scope, headers) -> Principal | None:
-    """The principal of a request, None if anonymous; AuthenticationFailed on bad credentials."""
+    """The principal of a request, None if anonymous; AuthenticationFailed on credentials no
+    backend accepts (each is asked in turn: two may read bearer tokens, this app's and OAuth's)."""
+    refused = None
     for backend in backends():
-        principal = await backend.authenticate(scope, headers)
+        try:
+            principal = await backend.authenticate(scope, headers)
+        except AuthenticationFailed as exc:
+            refused = refused or exc
+            continue
         if principal is not None:
             return principal
+    if refused is not None:
+        raise refused
     return None
+
+
+def resource_origin(scope, headers: dict[str, str]) -> str:
+    """scheme://host[:port] of this server as its clients name it: RESOURCE_ORIGIN, else the request's."""
+    if mcp_settings.RESOURCE_ORIGIN:
+        return mcp_settings.RESOURCE_ORIGIN.rstrip("/")
+    return f"{scope.get('scheme', 'http')}://{headers.get('host', '')}"
+
+
+def bearer_challenge(**params) -> str:
+    """A `WWW-Authenticate: Bearer ...` value (RFC 6750 3); parameters that are None are left out."""
+    given = [f'{key}="{_quoted(value)}"' for key, value in params.items() if value is not None]
+    return "Bearer " + ", ".join(given) if given else "Bearer"
+
+
+def _quoted(value) -> str:
+    return str(value).replace("\\", "\\\\").replace('"', '\\"').replace("\r", "").replace("\n", "")
 
 
 def metadata_path(mcp_path: str) -> str:
@@ -147,10 +183,25 @@ def metadata_path(mcp_path: str) -> str:
     return "/.well-known/oauth-protected-resource" + ("/" + mcp_path.strip("/") if mcp_path.strip("/") else "")
 
 
+def authorization_servers(origin: str) -> list[str]:
+    """The issuers that grant tokens for this server: AUTHORIZATION_SERVERS, else those the
+    backends name (django-oauth-toolkit's, served by this project at `origin`)."""
+    if mcp_settings.AUTHORIZATION_SERVERS:
+        return list(mcp_settings.AUTHORIZATION_SERVERS)
+    for backend in backends():
+        named = getattr(backend, "authorization_servers", None)
+        if named is not None:
+            found = named(origin)
+            if found:
+                return list(found)
+    return []
+
+
 def resource_metadata(resource_url: str) -> dict:
+    origin = "{0.scheme}://{0.netloc}".format(urlsplit(resource_url))
     document = {
         "resource": resource_url,
-        "authorization_servers": list(mcp_settings.AUTHORIZATION_SERVERS),
+        "authorization_servers": authorization_servers(origin),
         "bearer_methods_supported": ["header"],
     }
     if mcp_settings.SCOPES_SUPPORTED:

@@ -100,7 +100,31 @@ def check_settings(app_configs=None, **kwargs):
     errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
     errors += _check_modern(config)
     errors += _check_metrics(config, user)
+    errors += _check_oauth(config, settings)
     return errors
+
+
+def _check_oauth(config: dict, settings) -> list:
+    errors = []
+    challenge = config["CHALLENGE_SCOPES"]
+    if challenge is not None and (not isinstance(challenge, (list, tuple))
+                                  or not all(isinstance(v, str) for v in challenge)):
+        errors.append(checks.Error("CHALLENGE_SCOPES must be a list of strings or None.", id="mcp_transport.E034"))
+    origin = config["RESOURCE_ORIGIN"]
+    if origin is not None and not (isinstance(origin, str) and ORIGIN.fullmatch(origin.rstrip("/"))):
+        errors.append(checks.Error(f"RESOURCE_ORIGIN must be None or scheme://host[:port], not {origin!r}.",
+                                   hint="e.g. \"https://mcp.example.com\": no path, the MCP paths are added to it",
+                                   id="mcp_transport.E035"))
+    backends = config["AUTH_BACKENDS"] if isinstance(config["AUTH_BACKENDS"], (list, tuple)) else []
+    if any(isinstance(p, str) and p.startswith("mcp_transport.oauth.") for p in backends) and (
+            "oauth2_provider" not in settings.INSTALLED_APPS):
+        errors.append(checks.Error("mcp_transport.oauth's backends read django-oauth-toolkit's tables and settings: "
+                                   "add 'oauth2_provider' to INSTALLED_APPS.",
+                                   hint="pip install 'django-mcp-transport[oauth]'", id="mcp_transport.E036"))
+    return errors
+
+
+ORIGIN = re.compile(r"https?://[^/\s?#]+")
 
 
 def retry_problem(value) -> str | None:

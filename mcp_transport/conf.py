@@ -33,8 +33,16 @@ DEFAULTS = {
     # Refuse anonymous requests (401 with WWW-Authenticate) instead of serving them.
     "REQUIRE_AUTH": False,
     # For the OAuth protected resource metadata (RFC 9728) document and WWW-Authenticate.
+    # The origin clients reach this server at ("https://mcp.example.com"): OAuth tokens must be bound
+    # to it (RFC 8707), metadata names it. None = each request's scheme and Host (ALLOWED_HOSTS
+    # checks the Host without its port: set this where tokens of another port must not fit).
+    "RESOURCE_ORIGIN": None,
+    # [] = the issuers the backends name (django-oauth-toolkit's: mcp_transport.oauth).
     "AUTHORIZATION_SERVERS": [],
     "SCOPES_SUPPORTED": [],
+    # The scopes a 401 asks for (the baseline every client needs; tools, prompts and resources ask
+    # for theirs with 403 insufficient_scope when used); None = SCOPES_SUPPORTED.
+    "CHALLENGE_SCOPES": None,
     # Limits (each logged when hit): 429 for requests, a JSON-RPC error for streams.
     "MAX_SESSIONS_PER_PRINCIPAL": 100,
     "MAX_STREAMS_PER_SESSION": 32,

@@ -513,3 +513,24 @@ class MCPClient:
 
     def delete(self) -> httpx.Response:
         return self.http.delete(self.url, headers=self.headers())
+
+
+OAUTH_ENV = {"MCP_EXAMPLE_OAUTH": "1"}
+
+
+def start_oauth_server(transport=None, superuser: tuple[str, str] | None = None, toolkit=None) -> DaphneServer:
+    """The example project as its own OAuth authorization server (MCP_EXAMPLE_OAUTH=1: the toolkit,
+    `toolkit` over its OAUTH2_PROVIDER), its tables migrated, with a superuser when given."""
+    server = DaphneServer(transport, env={**OAUTH_ENV, "MCP_TEST_OAUTH2_PROVIDER": json.dumps(toolkit or {})})
+    server.extra_env["MCP_EXAMPLE_ORIGIN"] = f"http://127.0.0.1:{server.port}"
+    manage_oauth_server(server, "migrate", "-v", "0")
+    if superuser:
+        manage_oauth_server(server, "shell", "-c", "from django.contrib.auth.models import User; User.objects."
+                                                   f"create_superuser({superuser[0]!r}, '', {superuser[1]!r})")
+    return server.start()
+
+
+def manage_oauth_server(server: DaphneServer, *args) -> str:
+    """`manage.py` on such a server's database, with its settings (the toolkit installed): its output."""
+    return subprocess.run([sys.executable, "manage.py", *args], cwd=ROOT, env={
+        **os.environ, **server.db_env(), **server.extra_env}, check=True, capture_output=True, text=True).stdout

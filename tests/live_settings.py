@@ -1,6 +1,6 @@
 """Settings for the daphne processes the tests start: the example project's, with overrides.
 
-MCP_TEST_TRANSPORT (JSON) is merged over MCP_TRANSPORT; MCP_EXAMPLE_DB picks the SQLite file;
+MCP_TEST_TRANSPORT (JSON) is merged over MCP_TRANSPORT; MCP_TEST_OAUTH2_PROVIDER (JSON) over OAUTH2_PROVIDER (with MCP_EXAMPLE_OAUTH=1); MCP_EXAMPLE_DB picks the SQLite file;
 MCP_TEST_SERVER_DB (JSON: DATABASES["default"]) a database on PostgreSQL or MariaDB instead (tests/live.py
 sets it when the suite runs on one); MCP_TEST_SCALED=1 switches to the scaled-out settings (PostgreSQL + Redis).
 """
@@ -14,6 +14,10 @@ else:
 from example_project.settings import MCP_TRANSPORT as _BASE
 
 MCP_TRANSPORT = {**_BASE, **json.loads(os.environ.get("MCP_TEST_TRANSPORT", "{}"))}
+
+if os.environ.get("MCP_TEST_OAUTH2_PROVIDER"):
+    # Merged over the toolkit's settings of MCP_EXAMPLE_OAUTH=1 (a resource server's introspection, say).
+    OAUTH2_PROVIDER = {**OAUTH2_PROVIDER, **json.loads(os.environ["MCP_TEST_OAUTH2_PROVIDER"])}  # noqa: F405
 
 if os.environ.get("MCP_TEST_SERVER_DB"):
     DATABASES = {"default": json.loads(os.environ["MCP_TEST_SERVER_DB"])}

@@ -50,6 +50,28 @@ def hidden_resource() -> str:
     return "operators"
 
 
+@secured.tool(scopes=["notes:write"])
+def write_note(text: str) -> str:
+    """Needs a token with the notes:write scope."""
+    return f"noted: {text}"
+
+
+@secured.prompt(scopes=["notes:read"])
+def summarize() -> str:
+    """A prompt for tokens with notes:read."""
+    return "summarize the notes"
+
+
+@secured.resource("test://notes", scopes=["notes:read"])
+def notes() -> str:
+    return "the notes"
+
+
+@secured.resource("test://notes/{id}", scopes=["notes:read"])
+def note(id: str) -> str:
+    return f"note {id}"
+
+
 application = mcp_application(get_asgi_application(), {"/auth/mcp": secured})
 BEARER = {"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"], "REQUIRE_AUTH": True,
           "AUTHORIZATION_SERVERS": ["https://login.example"], "SCOPES_SUPPORTED": ["mcp"]}
@@ -213,3 +235,135 @@ async def test_2026_requests_are_authenticated_and_filtered_per_request(users):
     alice_read = await alice.request("resources/read", {"uri": "test://operators"})
     assert alice_read.result["cacheScope"] == "private"
     assert (await alice.discover())["cacheScope"] == "public"
+
+
+SCOPED = {**BEARER, "SCOPES_SUPPORTED": ["mcp", "notes:read", "notes:write"], "CHALLENGE_SCOPES": ["mcp"]}
+
+
+def scoped_tokens():
+    erin = User.objects.create_user("erin")
+    return {scopes: create_token(erin, scopes=scopes.split())[1]
+            for scopes in ("mcp", "mcp notes:read", "mcp notes:read notes:write")}
+
+
+def insufficient(response, wanted: str, method: str, missing: str):
+    assert response.status == 403, response.json
+    assert response.json["error"]["code"] == -32600
+    assert "insufficient_scope" in response.json["error"]["message"]
+    assert response.headers["www-authenticate"] == (
+        f'Bearer error="insufficient_scope", scope="{wanted}", '
+        'resource_metadata="http://localhost/.well-known/oauth-protected-resource/auth/mcp", '
+        f'error_description="{method} needs scope {missing}"')
+
+
+@pytest.mark.parametrize("communicator", [MCPCommunicator, ModernCommunicator], ids=["2025-11-25", "2026-07-28"])
+@override_settings(MCP_TRANSPORT=SCOPED)
+async def test_scopes_hide_and_refuse_tools_prompts_and_resources(communicator):
+    """Lists show what the token's scopes reach; a use without them is 403 insufficient_scope naming
+    the token's scopes and the missing ones (what to ask the user for), in both protocol eras."""
+    tokens = await sync_to_async(scoped_tokens)()
+    base, reader, writer = (client_for(tokens[k], communicator) for k in (
+        "mcp", "mcp notes:read", "mcp notes:read notes:write"))
+    for client in (base, reader, writer):
+        if communicator is MCPCommunicator:
+            await client.initialize()
+    names = lambda r: {t["name"] for t in r.result["tools"]}  # noqa: E731
+    assert "write_note" not in names(await base.request("tools/list"))
+    assert "write_note" not in names(await reader.request("tools/list"))
+    assert "write_note" in names(await writer.request("tools/list"))
+    assert (await base.request("prompts/list")).result["prompts"] == []
+    assert [p["name"] for p in (await reader.request("prompts/list")).result["prompts"]] == ["summarize"]
+    assert (await base.request("resources/list")).result["resources"] == []
+    assert [r["uri"] for r in (await reader.request("resources/list")).result["resources"]] == ["test://notes"]
+    assert (await base.request("resources/templates/list")).result["resourceTemplates"] == []
+
+    insufficient(await base.call_tool("write_note", {"text": "x"}), "mcp notes:write", "tools/call", "notes:write")
+    insufficient(await reader.call_tool("write_note", {"text": "x"}), "mcp notes:read notes:write", "tools/call",
+                 "notes:write")
+    insufficient(await base.request("prompts/get", {"name": "summarize"}), "mcp notes:read", "prompts/get",
+                 "notes:read")
+    insufficient(await base.request("resources/read", {"uri": "test://notes/7"}), "mcp notes:read",
+                 "resources/read", "notes:read")
+    if communicator is MCPCommunicator:
+        insufficient(await base.request("resources/subscribe", {"uri": "test://notes"}), "mcp notes:read",
+                     "resources/subscribe", "notes:read")
+        assert (await reader.request("resources/subscribe", {"uri": "test://notes"})).result == {}
+    insufficient(await base.request("completion/complete", {
+        "ref": {"type": "ref/prompt", "name": "summarize"}, "argument": {"name": "x", "value": ""}}),
+        "mcp notes:read", "completion/complete", "notes:read")
+
+    assert (await writer.call_tool("write_note", {"text": "x"})).result["content"][0]["text"] == "noted: x"
+    assert (await reader.request("resources/read", {"uri": "test://notes/7"})).result["contents"][0]["text"] == "note 7"
+    assert (await reader.request("prompts/get", {"name": "summarize"})).result["messages"]
+    # Unscoped tools need no scope at all, and a scoped token keeps reaching them.
+    assert (await base.call_tool("public")).result["content"][0]["text"] == "public"
+
+
+@override_settings(MCP_TRANSPORT={**SCOPED, "AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend",
+                                                               "mcp_transport.auth.SessionCookieBackend"],
+                                  "REQUIRE_AUTH": False})
+async def test_scopes_limit_tokens_not_django_logins_and_anonymous_callers_get_401():
+    """A user logged in to the site (no scopes in their credentials) reaches scoped tools as on the
+    rest of the site; an anonymous caller is asked to authenticate for the tool's scopes."""
+    from django.test import Client
+
+    def login():
+        User.objects.create_user("frank", password="pw")
+        browser = Client()
+        assert browser.login(username="frank", password="pw")
+        return browser.cookies["sessionid"].value
+
+    cookie = await sync_to_async(login)()
+    browser = MCPCommunicator(application, "/auth/mcp")
+    original = browser._headers
+    browser._headers = lambda method, extra: original(method, {**(extra or {}), "cookie": f"sessionid={cookie}"})
+    await browser.initialize()
+    assert "write_note" in {t["name"] for t in (await browser.request("tools/list")).result["tools"]}
+    assert (await browser.call_tool("write_note", {"text": "y"})).result["content"][0]["text"] == "noted: y"
+
+    anonymous = MCPCommunicator(application, "/auth/mcp")
+    await anonymous.initialize()
+    assert "write_note" not in {t["name"] for t in (await anonymous.request("tools/list")).result["tools"]}
+    refused = await anonymous.call_tool("write_note", {"text": "z"})
+    assert refused.status == 401
+    assert refused.headers["www-authenticate"] == (
+        'Bearer scope="notes:write", '
+        'resource_metadata="http://localhost/.well-known/oauth-protected-resource/auth/mcp"')
+
+
+@override_settings(MCP_TRANSPORT={})
+async def test_without_authentication_scopes_limit_no_one():
+    client = MCPCommunicator(application, "/auth/mcp")
+    await client.initialize()
+    assert (await client.call_tool("write_note", {"text": "w"})).result["content"][0]["text"] == "noted: w"
+
+
+def test_scope_names_are_checked_when_declared():
+    for bad in ("two words", 'quo"te', "back\\slash", "", "caf\u00e9"):
+        with pytest.raises(ValueError):
+            secured.tool(scopes=[bad])(lambda: "x")
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend",
+                                                     "mcp_transport.auth.SessionCookieBackend"],
+                                  "REQUIRE_AUTH": True})
+async def test_credentials_one_backend_refuses_are_offered_to_the_next():
+    """Two backends may read the same request (this app's tokens and an OAuth server's): the first
+    refusal is the answer only when no backend accepts the request."""
+    from django.test import Client
+
+    def login():
+        User.objects.create_user("gina", password="pw")
+        browser = Client()
+        assert browser.login(username="gina", password="pw")
+        return browser.cookies["sessionid"].value
+
+    cookie = await sync_to_async(login)()
+    both = client_for("mcp_not_a_token")
+    original = both._headers
+    both._headers = lambda method, extra: original(method, {**(extra or {}), "cookie": f"sessionid={cookie}"})
+    await both.initialize()
+    assert (await both.call_tool("public")).result["content"][0]["text"] == "public"
+    refused = await client_for("mcp_not_a_token").send("POST", b"{}")
+    assert refused.status == 401 and 'error="invalid_token"' in refused.headers["www-authenticate"]
+    assert "unknown, expired or revoked token" in refused.json["error"]["message"]

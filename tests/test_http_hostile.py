@@ -23,6 +23,7 @@ import threading
 import time
 from dataclasses import dataclass
 
+import httpx
 import pytest
 
 from mcp_transport.protocol.dispatch import MAX_KEPT_DEPTH
@@ -33,7 +34,7 @@ from .http_support import (  # noqa: F401  (fixtures)
     database_intact, db, json_column, mcp, modern, no_server_errors, open_sse, parse_id, progress_values,
     resume_all, responses_to, run_call, server, statuses, wait_for,
 )
-from .live import ACCEPT_BOTH, VERSION, DaphneServer, MCPClient
+from .live import ACCEPT_BOTH, VERSION, DaphneServer, MCPClient, manage_oauth_server, start_oauth_server
 
 SOCKET_TIMEOUT = 10.0
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
@@ -2053,3 +2054,196 @@ def test_the_shared_server_is_healthy_after_the_battery(mcp, example_server):
     _, reader = run_call(client, "progress", {"count": 5, "delay": 0}, progress_token="after")
     assert progress_values(reader.messages, "after") == [1, 2, 3, 4, 5]
     assert database_intact(example_server)
+
+
+# OAuth tokens (django-oauth-toolkit: mcp_transport.oauth.OAuthToolkitBackend) and scopes
+
+OAUTH_TOKENS = """
+from datetime import timedelta
+from django.contrib.auth.models import User
+from django.utils import timezone
+from oauth2_provider.models import AccessToken, Application
+
+url = {url!r}
+ann, ben = User.objects.create_user("ann"), User.objects.create_user("ben")
+gone = User.objects.create_user("gone", is_active=False)
+app = Application.objects.create(name="hostile", client_type="public", redirect_uris="http://127.0.0.1:9/cb",
+                                 authorization_grant_type="authorization-code")
+soon = timezone.now() + timedelta(hours=1)
+for name, user, scope, resource, expires in [
+    ("mcp", ann, "mcp", [url], soon), ("profile", ann, "mcp profile", [url], soon),
+    ("ben", ben, "mcp profile", [url], soon), ("client", None, "mcp profile", [url], soon),
+    ("upper", ann, "MCP PROFILE", [url], soon), ("glued", ann, "mcpprofile", [url], soon),
+    ("expired", ann, "mcp profile", [url], timezone.now() - timedelta(seconds=1)),
+    ("unbound", ann, "mcp profile", [], soon), ("other", ann, "mcp profile", ["http://127.0.0.1:9/mcp"], soon),
+    ("segment", ann, "mcp profile", [url[:-1]], soon), ("longer", ann, "mcp profile", [url + "-admin"], soon),
+    ("userinfo", ann, "mcp profile", [url.replace("//", "//127.0.0.1@evil.example/", 1)], soon),
+    ("inactive", gone, "mcp profile", [url], soon),
+]:
+    AccessToken.objects.create(user=user, application=app, token="hostile-" + name, scope=scope, resource=resource,
+                               expires=expires)
+"""
+
+
+# Migrating the toolkit's tables on MariaDB may take minutes on a busy machine: the first test
+# to use the server waits for it.
+SETUP_TIMEOUT = pytest.mark.timeout(900)
+
+
+@pytest.fixture(scope="module")
+def oauth_server():
+    """The example project with the toolkit (MCP_EXAMPLE_OAUTH=1) and tokens of every kind."""
+    s = start_oauth_server()
+    try:
+        manage_oauth_server(s, "shell", "-c", OAUTH_TOKENS.format(url=s.url))
+    except BaseException:
+        s.stop()
+        raise
+    yield s
+    s.stop()
+    assert not _server_errors(s.logs()), s.logs()
+
+
+def token(name: str) -> dict:
+    return {"Authorization": f"Bearer hostile-{name}"}
+
+
+def oauth_clients(server, name: str) -> tuple[MCPClient, ModernClient]:
+    legacy, current = MCPClient(server.url, timeout=10), ModernClient(server.url)
+    legacy.http.headers.update(token(name))
+    current.http.headers.update(token(name))
+    return legacy, current
+
+
+def assert_challenge(response, status: int, error: str):
+    assert response.status_code == status, response.text
+    body = response.json() if hasattr(response, "json") and callable(response.json) else response.messages[-1]
+    assert body["error"]["code"] == -32600
+    challenge = response.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ") and f'error="{error}"' in challenge
+    assert "resource_metadata=" in challenge
+    return body
+
+
+@SETUP_TIMEOUT
+@pytest.mark.parametrize("name", ["forged", "expired", "unbound", "other", "segment", "longer", "userinfo",
+                                  "inactive"])
+def test_oauth_tokens_that_are_not_for_this_resource_now_get_401(oauth_server, name):
+    """Unknown, expired, bound to no resource, to another one (another port, a shorter or longer
+    path, userinfo before the host) or of an inactive user: 401 invalid_token in both eras."""
+    legacy, current = oauth_clients(oauth_server, name)
+    try:
+        assert_challenge(legacy.post(request("initialize", 1, {
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}})),
+            401, "invalid_token")
+        reply = current.request("tools/list")
+        assert reply.status == 401 and reply.messages[-1]["error"]["code"] == -32600
+        assert 'error="invalid_token"' in reply.headers["www-authenticate"]
+    finally:
+        legacy.close()
+        current.close()
+
+
+@SETUP_TIMEOUT
+@pytest.mark.parametrize("value", ["Bearer", 'Bearer ""', "bearer hostile-mcp", "Bearer hostile-mcp, Bearer x",
+                                   "Bearer " + "x" * 3000, "Bearer hostile-\u00e9", "Basic aG9zdGlsZS1tY3A6"])
+def test_odd_authorization_headers_get_401(oauth_server, value):
+    """A malformed or foreign scheme never reaches a token; `bearer` is a scheme name (case-insensitive)."""
+    response = httpx.post(oauth_server.url, content=json.dumps(request("ping")).encode("utf-8"), headers={
+        "Authorization": value.encode("utf-8"), "Accept": ACCEPT_BOTH, "Content-Type": "application/json",
+        "MCP-Protocol-Version": VERSION}, timeout=10)
+    if value == "bearer hostile-mcp":
+        assert response.status_code == 400  # authenticated: a ping without a session
+    else:
+        assert response.status_code == 401 and response.json()["error"]["code"] == -32600
+
+
+@SETUP_TIMEOUT
+def test_a_token_in_the_query_string_is_not_read(oauth_server):
+    response = httpx.post(f"{oauth_server.url}?access_token=hostile-profile", json=request("ping"), headers={
+        "Accept": ACCEPT_BOTH, "MCP-Protocol-Version": VERSION}, timeout=10)
+    assert response.status_code == 401
+
+
+@SETUP_TIMEOUT
+def test_a_forged_host_cannot_make_a_token_for_another_resource_fit(oauth_server):
+    """A token for http://127.0.0.1:9/mcp sent with that Host (allowed: ALLOWED_HOSTS has no ports)
+    is still measured against RESOURCE_ORIGIN; a foreign host is refused before any token is read."""
+    response = httpx.post(oauth_server.url, json=request("ping"), headers={
+        **token("other"), "Host": "127.0.0.1:9", "Accept": ACCEPT_BOTH, "MCP-Protocol-Version": VERSION}, timeout=10)
+    assert response.status_code == 401 and "not issued for this resource" in response.json()["error"]["message"]
+    assert f"http://127.0.0.1:{oauth_server.port}/.well-known" in response.headers["www-authenticate"]
+    foreign = httpx.post(oauth_server.url, json=request("ping"), headers={
+        **token("profile"), "Host": "evil.example", "Accept": ACCEPT_BOTH, "MCP-Protocol-Version": VERSION},
+        timeout=10)
+    assert foreign.status_code == 403 and "Host" in foreign.json()["error"]["message"]
+
+
+@SETUP_TIMEOUT
+@pytest.mark.parametrize("name", ["mcp", "upper", "glued"])
+def test_scope_tricks_get_403_insufficient_scope_in_both_eras(oauth_server, name):
+    """Scopes are compared exactly: MCP PROFILE, mcpprofile and a missing profile are not profile."""
+    legacy, current = oauth_clients(oauth_server, name)
+    try:
+        legacy.initialize()
+        body = assert_challenge(legacy.post(request("tools/call", 7, {"name": "whoami", "arguments": {}})), 403,
+                                "insufficient_scope")
+        assert body["id"] == 7
+        reply = current.call("whoami")
+        assert reply.status == 403 and reply.messages[-1]["error"]["code"] == -32600
+        assert 'error="insufficient_scope"' in reply.headers["www-authenticate"]
+        assert "profile" in reply.headers["www-authenticate"].split('scope="')[1].split('"')[0].split()
+        assert "whoami" not in {t["name"] for t in current.request("tools/list").result["tools"]}
+    finally:
+        legacy.close()
+        current.close()
+
+
+@SETUP_TIMEOUT
+def test_a_session_does_not_keep_the_scopes_of_the_token_that_opened_it(oauth_server):
+    """Scopes are the request's token's: a session opened with profile, used with the same user's
+    narrower token, gets 403 for whoami; another user's token gets 404 for the session."""
+    wide, _ = oauth_clients(oauth_server, "profile")
+    try:
+        wide.initialize()
+        _, result = wide.call_tool("whoami")
+        assert result.messages[-1]["result"]["content"][0]["text"] == "ann"
+        wide.http.headers.update(token("mcp"))
+        assert_challenge(wide.post(request("tools/call", 8, {"name": "whoami", "arguments": {}})), 403,
+                         "insufficient_scope")
+        wide.http.headers.update(token("ben"))
+        assert wide.post(request("tools/call", 9, {"name": "whoami", "arguments": {}})).status_code == 404
+    finally:
+        wide.close()
+
+
+@SETUP_TIMEOUT
+@pytest.mark.parametrize("params", [
+    {"name": ["whoami"]}, {"name": {"x": 1}}, {"name": None}, {"name": "whoami\u0000"}, {"name": "whoami "},
+    {"name": "WHOAMI"}, [], "whoami",
+], ids=["list", "object", "null", "nul", "space", "upper", "params-list", "params-string"])
+def test_odd_tool_names_with_a_narrow_token_get_json_rpc_errors(oauth_server, params):
+    """Names that are not exactly a scoped tool's are unknown tools (or invalid params), never a 500."""
+    legacy, current = oauth_clients(oauth_server, "mcp")
+    try:
+        legacy.initialize()
+        response = legacy.post({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": params})
+        assert response.status_code in (200, 400), response.text
+        messages = [json.loads(line[5:]) for line in response.text.splitlines()
+                    if line.startswith("data:") and line[5:].strip()] or [response.json()]
+        assert messages[-1]["error"]["code"] in (-32602, -32600)
+    finally:
+        legacy.close()
+        current.close()
+
+
+@SETUP_TIMEOUT
+def test_a_client_credentials_token_acts_as_its_client(oauth_server):
+    """A token without a user (client credentials) is its application's principal, with its scopes."""
+    legacy, current = oauth_clients(oauth_server, "client")
+    try:
+        reply = current.call("whoami")
+        assert reply.status == 200 and reply.result["content"][0]["text"] == "anonymous"
+    finally:
+        legacy.close()
+        current.close()

@@ -317,3 +317,21 @@ def test_with_debug_on_only_the_deploy_checks_warn_that_runserver_alone_serves_t
         assert "mcp_transport.W017" in ids(run_checks(tags=["mcp_transport"], include_deployment_checks=True))
         with override_settings(MIDDLEWARE=[WHITENOISE]):  # WhiteNoise's finders, DEBUG being on
             assert check_static_files_deployed() == []
+
+
+def test_bad_oauth_settings_get_stable_ids(settings):
+    from mcp_transport.checks import check_settings
+
+    for value in ("mcp", [1], {"mcp": 1}):
+        with override_settings(MCP_TRANSPORT={"CHALLENGE_SCOPES": value}):
+            assert ids(check_settings()) == ["mcp_transport.E034"], value
+    for value in ("https://mcp.example.com/mcp", "mcp.example.com", "ftp://x", "https://", 443):
+        with override_settings(MCP_TRANSPORT={"RESOURCE_ORIGIN": value}):
+            assert ids(check_settings()) == ["mcp_transport.E035"], value
+    for value in ("https://mcp.example.com", "http://127.0.0.1:8000/", None):
+        with override_settings(MCP_TRANSPORT={"RESOURCE_ORIGIN": value, "CHALLENGE_SCOPES": ["mcp"]}):
+            assert check_settings() == [], value
+    with override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.oauth.OAuthToolkitBackend"]}):
+        assert ids(check_settings()) == ["mcp_transport.E036"]
+        settings.INSTALLED_APPS = [*settings.INSTALLED_APPS, "oauth2_provider"]
+        assert check_settings() == []

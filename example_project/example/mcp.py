@@ -42,6 +42,12 @@ async def echo(message: str) -> str:
     return message
 
 
+@mcp.tool(scopes=["profile"])
+async def whoami(ctx: Context) -> str:
+    """The caller's username: a tool an OAuth token reaches only with the profile scope."""
+    return ctx.user.get_username() if ctx.user is not None else "anonymous"
+
+
 @mcp.tool(task_support="optional")
 async def progress(ctx: Context, count: int = 10, delay: float = 0.01) -> str:
     """Send `count` progress notifications `delay` seconds apart, then return "done <count>"."""

@@ -117,6 +117,11 @@ class MissingCapability(jsonrpc.JSONRPCError):
                          {"requiredCapabilities": _nested(capability)})
 
 
+# Where the endpoint puts the OAuth scopes its caller's credentials carry, in the ASGI scope: a
+# frozenset, or None for a caller whose credentials have no scopes (Django's login).
+GRANTED_SCOPES = "mcp_transport.granted_scopes"
+
+
 class Context:
     """Progress, logging, requests to the client and connection control for one request."""
 
@@ -135,6 +140,12 @@ class Context:
         # A call that may run as a task: its handle (protocol.tasks.TaskControl), else None.
         self.task = task
         self._asked = 0
+
+    @property
+    def granted_scopes(self) -> frozenset | None:
+        """The caller's OAuth scopes; None when scopes do not limit it (Django's login, or work
+        resumed outside any request: a task admitted by the request that created it)."""
+        return (self.scope or {}).get(GRANTED_SCOPES)
 
     @property
     def meta(self) -> dict:

@@ -61,8 +61,10 @@ def _kept_str(params: dict, key: str) -> str:
 
 
 async def visible(items, ctx: Context) -> list:
-    """The items this request's user may see; permission checks run where blocking code runs."""
-    items = list(items)
+    """The items this request's caller may see (its token's scopes, its user's permissions);
+    permission checks run where blocking code runs."""
+    granted = ctx.granted_scopes
+    items = [item for item in items if not item.missing_scopes(granted)]
     if not any(item.restricted for item in items):
         return items
     user = ctx.user
@@ -70,7 +72,30 @@ async def visible(items, ctx: Context) -> list:
 
 
 async def permitted(item, ctx: Context) -> bool:
-    return item is not None and (not item.restricted or await ctx.host.run_sync(item.allowed, ctx.user))
+    if item is None or item.missing_scopes(ctx.granted_scopes):
+        return False
+    return not item.restricted or await ctx.host.run_sync(item.allowed, ctx.user)
+
+
+def scoped_target(server, method: str, params):
+    """The tool, prompt or resource a request uses, when it needs scopes (else None): the
+    endpoint refuses a token without them (403 insufficient_scope) before anything runs."""
+    if not isinstance(params, dict):
+        return None
+    item = None
+    if method == "tools/call":
+        item = server.tools.get(params.get("name")) if isinstance(params.get("name"), str) else None
+    elif method == "prompts/get":
+        item = server.prompts.get(params.get("name")) if isinstance(params.get("name"), str) else None
+    elif method in ("resources/read", "resources/subscribe"):
+        item = server.find_resource(params["uri"])[0] if isinstance(params.get("uri"), str) else None
+    elif method == "completion/complete":
+        ref = params.get("ref")
+        if isinstance(ref, dict) and ref.get("type") == "ref/prompt" and isinstance(ref.get("name"), str):
+            item = server.prompts.get(ref["name"])
+        elif isinstance(ref, dict) and ref.get("type") == "ref/resource" and isinstance(ref.get("uri"), str):
+            item = server.resources.get(ref["uri"])
+    return item if item is not None and item.scopes else None
 
 
 async def _named(registry: dict, params: dict, what: str, ctx: Context):

@@ -134,19 +134,21 @@ class ModernDispatcher:
 
     def caching(self, method: str, ctx: Context | None) -> dict:
         """`ttlMs` and `cacheScope`. Lists and discovery live CACHE_TTL_MS, a read 0, an MRTR retry 0;
-        private where the answer depends on who asks: a list some items of which need permissions, a
-        guarded or context-taking resource (discovery is the same for everyone)."""
+        private where the answer depends on who asks: a list some items of which need permissions or
+        scopes, a guarded, scoped or context-taking resource (discovery is the same for everyone)."""
         retried = ctx is not None and ("requestState" in ctx.params or "inputResponses" in ctx.params)
         if method == "resources/read":
             resource, _ = self.server.find_resource(ctx.params.get("uri", "")) if ctx else (None, None)
-            private = resource is None or resource.restricted or resource.signature.context_param is not None
+            private = (resource is None or resource.restricted or _scoped(resource)
+                       or resource.signature.context_param is not None)
             return {"ttlMs": 0, "cacheScope": "private" if private else "public"}
         ttl = 0 if retried else max(0, int(mcp_settings.CACHE_TTL_MS))
         if method == "server/discover":
             return {"ttlMs": ttl, "cacheScope": "public"}
         registry = {"tools/list": self.server.tools, "prompts/list": self.server.prompts}.get(
             method, self.server.resources)
-        return {"ttlMs": ttl, "cacheScope": "private" if any(i.restricted for i in registry.values()) else "public"}
+        return {"ttlMs": ttl, "cacheScope": "private" if any(i.restricted or _scoped(i) for i in registry.values())
+                else "public"}
 
     async def discover(self, params, ctx):
         result = {"supportedVersions": list(MODERN_VERSIONS), "capabilities": self.capabilities()}
@@ -205,3 +207,8 @@ def on_listen(listen_id, method: str, params: dict | None = None) -> dict:
 
 def listen_ended(listen_id) -> dict:
     return jsonrpc.result(listen_id, {"resultType": "complete", "_meta": {SUBSCRIPTION_KEY: listen_id}})
+
+
+def _scoped(item) -> bool:
+    """Whether callers' scopes decide if they see the item (never without authentication)."""
+    return bool(item.scopes and mcp_settings.AUTH_BACKENDS)

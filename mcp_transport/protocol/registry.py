@@ -192,10 +192,19 @@ def _description(fn, given):
 
 
 class Guarded:
-    """Who may see and use an item: Django permissions and/or a predicate on the user."""
+    """Who may see and use an item: Django permissions and/or a predicate on the user, and the
+    OAuth scopes a caller's token must carry (`scopes`)."""
 
     permissions: tuple = ()
     allow: Callable | None = None
+    scopes: tuple = ()
+
+    def missing_scopes(self, granted) -> tuple:
+        """The scopes this item needs that `granted` lacks; `granted` None is a caller whose
+        credentials carry no scopes (Django's login), whom scopes do not limit."""
+        if not self.scopes or granted is None:
+            return ()
+        return tuple(scope for scope in self.scopes if scope not in granted)
 
     @property
     def restricted(self) -> bool:
@@ -218,6 +227,19 @@ def _perms(permissions) -> tuple:
     return (permissions,) if isinstance(permissions, str) else tuple(permissions)
 
 
+SCOPE_TOKEN = re.compile(r"[\x21\x23-\x5b\x5d-\x7e]+")
+
+
+def _scopes(scopes) -> tuple:
+    """OAuth scope names (RFC 6749 3.3: printable ASCII without space, quote or backslash), so
+    they can be quoted into WWW-Authenticate as they are."""
+    found = _perms(scopes)
+    for scope in found:
+        if not isinstance(scope, str) or not SCOPE_TOKEN.fullmatch(scope):
+            raise ValueError(f"{scope!r} is not an OAuth scope (RFC 6749 3.3: printable ASCII, no space, \" or \\)")
+    return found
+
+
 @dataclass
 class Tool(Guarded):
     name: str
@@ -236,6 +258,7 @@ class Tool(Guarded):
     task_support: str = "forbidden"
     output: "Output | None" = None
     icons: list | None = None
+    scopes: tuple = ()
 
     def definition(self) -> dict:
         item = {
@@ -288,6 +311,7 @@ class Resource(Guarded):
     permissions: tuple = ()
     allow: Callable | None = None
     icons: list | None = None
+    scopes: tuple = ()
 
     @property
     def is_template(self):
@@ -320,6 +344,7 @@ class Prompt(Guarded):
     permissions: tuple = ()
     allow: Callable | None = None
     icons: list | None = None
+    scopes: tuple = ()
 
     def definition(self) -> dict:
         arguments = []
@@ -359,10 +384,12 @@ class Registry:
 
     def tool(self, fn=None, *, name=None, description=None, title=None, input_schema=None,
              output_schema=None, annotations=None, disconnect_policy=None, retry_ms=None, meta=None,
-             permissions=None, allow=None, task_support="forbidden", icons=None):
+             permissions=None, allow=None, task_support="forbidden", icons=None, scopes=None):
         """Declare a tool. `disconnect_policy` and `retry_ms` override the settings for its streams;
         `permissions` (Django permission names) and `allow(user)` hide it from other users;
-        `task_support` ("forbidden", "optional", "required") whether a call may run as a task."""
+        `scopes` (OAuth scope names) hide it from tokens without them all, whose calls get 403
+        insufficient_scope; `task_support` ("forbidden", "optional", "required") whether a call
+        may run as a task."""
         if task_support not in TASK_SUPPORT:
             raise ValueError(f"task_support must be one of {', '.join(TASK_SUPPORT)}")
 
@@ -374,33 +401,36 @@ class Registry:
             self.tools[tool_name] = Tool(
                 tool_name, fn, sig, _description(fn, description), title, input_schema,
                 output.schema if output else None, annotations, disconnect_policy, retry_ms, meta, _perms(permissions),
-                allow, task_support, output, checked_icons(icons),
+                allow, task_support, output, checked_icons(icons), _scopes(scopes),
             )
             return fn
 
         return register(fn) if fn is not None else register
 
     def resource(self, uri: str, *, name=None, description=None, title=None, mime_type=None, completions=None,
-                 permissions=None, allow=None, icons=None):
-        """Declare a resource; a URI with `{var}` placeholders declares a template."""
+                 permissions=None, allow=None, icons=None, scopes=None):
+        """Declare a resource; a URI with `{var}` placeholders declares a template. `permissions`,
+        `allow` and `scopes` as for tools."""
 
         def register(fn):
             self.resources[uri] = Resource(
                 uri, fn, Signature.of(fn, name or fn.__name__), name or fn.__name__,
                 _description(fn, description), title, mime_type, completions or {}, _template_pattern(uri),
-                _perms(permissions), allow, checked_icons(icons),
+                _perms(permissions), allow, checked_icons(icons), _scopes(scopes),
             )
             return fn
 
         return register
 
     def prompt(self, fn=None, *, name=None, description=None, title=None, completions=None, permissions=None,
-               allow=None, icons=None):
+               allow=None, icons=None, scopes=None):
+        """Declare a prompt; `permissions`, `allow` and `scopes` as for tools."""
+
         def register(fn):
             prompt_name = name or fn.__name__
             self.prompts[prompt_name] = Prompt(
                 prompt_name, fn, Signature.of(fn, prompt_name), _description(fn, description), title,
-                completions or {}, _perms(permissions), allow, checked_icons(icons),
+                completions or {}, _perms(permissions), allow, checked_icons(icons), _scopes(scopes),
             )
             return fn
 

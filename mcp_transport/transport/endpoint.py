@@ -26,7 +26,8 @@ from ..execution.worker import worker
 from ..limits import LimitExceeded
 from ..models import Event, Stream
 from ..protocol import jsonrpc
-from ..protocol.dispatch import POLLING_VERSION
+from ..protocol.context import GRANTED_SCOPES
+from ..protocol.dispatch import POLLING_VERSION, scoped_target
 from ..protocol.server import get_server
 from . import guards, sse
 from .guards import Rejected, too_many
@@ -183,7 +184,9 @@ class MCPEndpoint:
         """Who is calling (AUTH_BACKENDS); 401 with WWW-Authenticate when that is not good enough."""
         self.principal = None
         if not mcp_settings.AUTH_BACKENDS:
+            self.scope[GRANTED_SCOPES] = None  # no authentication at all: scopes limit no one
             return
+        self.scope[GRANTED_SCOPES] = frozenset()
         try:
             self.principal = await auth.authenticate(self.scope, self.headers)
         except auth.AuthenticationFailed as exc:
@@ -192,21 +195,45 @@ class MCPEndpoint:
             raise self.unauthorized("Unauthorized: authentication required")
         if self.principal is not None:
             self.scope["user"] = self.principal.user
+            self.scope[GRANTED_SCOPES] = self.principal.scopes
 
-    def unauthorized(self, message: str, error: str | None = None) -> Rejected:
-        challenge = "Bearer"
-        params = []
-        if error:
-            params.append(f'error="{error}"')
-        if mcp_settings.SCOPES_SUPPORTED:
-            params.append(f'scope="{" ".join(mcp_settings.SCOPES_SUPPORTED)}"')
-        if mcp_settings.AUTHORIZATION_SERVERS:
-            scheme = self.scope.get("scheme", "http")
-            url = f"{scheme}://{self.headers.get('host', '')}{auth.metadata_path(self.scope['path'])}"
-            params.append(f'resource_metadata="{url}"')
-        if params:
-            challenge += " " + ", ".join(params)
+    def resource_metadata_url(self) -> str | None:
+        """Where OAuth clients find the authorization server (RFC 9728), when there is one."""
+        if not auth.authorization_servers(self.origin):
+            return None
+        return f"{self.origin}{auth.metadata_path(self.scope['path'])}"
+
+    @property
+    def origin(self) -> str:
+        return auth.resource_origin(self.scope, self.headers)
+
+    def unauthorized(self, message: str, error: str | None = None, scope: str | None = None) -> Rejected:
+        if scope is None:
+            baseline = mcp_settings.CHALLENGE_SCOPES
+            scope = " ".join(mcp_settings.SCOPES_SUPPORTED if baseline is None else baseline) or None
+        challenge = auth.bearer_challenge(error=error, scope=scope, resource_metadata=self.resource_metadata_url())
         return Rejected(401, message, headers=[("www-authenticate", challenge)])
+
+    def check_scopes(self, message):
+        """A token without the scopes of the tool, prompt or resource it uses gets 403
+        insufficient_scope naming the scopes to ask for (its own and the missing ones), so the
+        client can ask its user for them (incremental consent); an anonymous caller gets 401."""
+        item = scoped_target(self.server, message.method, message.params)
+        if item is None:
+            return
+        granted = self.scope.get(GRANTED_SCOPES)
+        missing = item.missing_scopes(granted)
+        if not missing:
+            return
+        if self.principal is None:
+            raise self.unauthorized(f"Unauthorized: {message.method} needs a token with scope {' '.join(missing)}",
+                                    scope=" ".join(item.scopes))
+        wanted = " ".join([*sorted(granted), *missing])
+        description = f"{message.method} needs scope {' '.join(missing)}"
+        challenge = auth.bearer_challenge(error="insufficient_scope", scope=wanted,
+                                          resource_metadata=self.resource_metadata_url(),
+                                          error_description=description)
+        raise Rejected(403, f"Forbidden: insufficient_scope: {description}", headers=[("www-authenticate", challenge)])
 
     async def load_session(self):
         """The session named by Mcp-Session-Id; 404 for anyone but the principal who created it."""
@@ -242,6 +269,8 @@ class MCPEndpoint:
                 return
             guards.check_protocol_version(self.headers)
             session = await self.load_session()
+            if message.is_request:
+                self.check_scopes(message)
         except Rejected as exc:
             await self.reject(exc, message.id if message.is_request else None)
             return

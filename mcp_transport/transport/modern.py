@@ -26,7 +26,7 @@ from ..protocol.dispatch import SUPPORTED_VERSIONS as LEGACY_VERSIONS
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.mrtr import Inputs
 from . import sse
-from .guards import too_many
+from .guards import Rejected, too_many
 
 SSE_HEADERS = [(b"content-type", b"text/event-stream"), (b"cache-control", b"no-cache"),
                (b"x-accel-buffering", b"no")]
@@ -156,6 +156,7 @@ class ModernPost:
             meta.check_version()
             if not self.server.modern.knows(message.method):
                 raise jsonrpc.MethodNotFound(message.method)
+            endpoint.check_scopes(message)
             params = message.params or {}
             if message.method == "subscriptions/listen":
                 agreed = modern.listen_filter(params, self.server)
@@ -166,6 +167,9 @@ class ModernPost:
         except JSONRPCError as exc:
             status = modern.http_status(exc.code)
             await endpoint.send_json(400 if status == 200 else status, jsonrpc.error_from(message.id, exc))
+            return
+        except Rejected as exc:
+            await endpoint.reject(exc, message.id)
             return
         if message.method == "subscriptions/listen" and self.json_only:
             await endpoint.send_json(406, jsonrpc.error(message.id, jsonrpc.INVALID_REQUEST,

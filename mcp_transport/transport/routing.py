@@ -8,7 +8,6 @@ from django.core.exceptions import ImproperlyConfigured
 from .. import auth, scrape
 from .. import metrics as _metrics
 from ..execution import health
-from ..conf import mcp_settings
 from .endpoint import MCPEndpoint
 
 
@@ -48,7 +47,7 @@ def mcp_application(django_app, servers: dict | None = None, *, middleware=None,
             app = routes.get(scope["path"])
             if app is not None:
                 return await app(scope, receive, send)
-            if scope["path"] in metadata and mcp_settings.AUTHORIZATION_SERVERS:
+            if scope["path"] in metadata and auth.authorization_servers(_origin(scope)):
                 return await _resource_metadata(scope, send, metadata[scope["path"]])
         if scope["type"] == "lifespan":
             return await _lifespan(receive, send)
@@ -86,10 +85,14 @@ async def _metrics_page(scope, send):
     await send({"type": "http.response.body", "body": body if scope.get("method") != "HEAD" else b""})
 
 
+def _origin(scope) -> str:
+    host = next((v.decode("latin-1") for k, v in scope.get("headers", ()) if k.lower() == b"host"), "")
+    return auth.resource_origin(scope, {"host": host})
+
+
 async def _resource_metadata(scope, send, mcp_path):
     """RFC 9728 protected resource metadata, so OAuth clients find the authorization server."""
-    headers = dict((k.decode("latin-1").lower(), v.decode("latin-1")) for k, v in scope.get("headers", ()))
-    resource = f"{scope.get('scheme', 'http')}://{headers.get('host', '')}{mcp_path}"
+    resource = f"{_origin(scope)}{mcp_path}"
     body = json.dumps(auth.resource_metadata(resource)).encode()
     await send({"type": "http.response.start", "status": 200, "headers": [
         (b"content-type", b"application/json"), (b"access-control-allow-origin", b"*"),
