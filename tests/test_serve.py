@@ -1,7 +1,8 @@
-"""`python -m mcp_transport.serve` (daphne without Twisted's form parsing) and plain daphne.
+"""`python -m mcp_transport.serve` (daphne without Twisted's form parsing), plain daphne and uvicorn.
 
 The rest of the live suite runs under the launcher; these check what it changes and that plain
-daphne, which the README still allows, serves the same endpoint.
+daphne and uvicorn, which the README also documents, serve the same endpoint and shut down the same
+way (uvicorn through the ASGI lifespan).
 """
 import asyncio
 import gc
@@ -98,8 +99,11 @@ def test_the_launcher_takes_daphnes_options():
         assert option in result.stdout
 
 
-@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
-def test_both_launchers_serve_calls_and_refuse_form_bodies(launcher):
+SERVERS = ["mcp_transport.serve", "daphne", "uvicorn"]
+
+
+@pytest.mark.parametrize("launcher", SERVERS)
+def test_every_server_serves_calls_and_refuse_form_bodies(launcher):
     with DaphneServer(launcher=launcher) as server:
         client = MCPClient(server.url)
         try:
@@ -117,7 +121,7 @@ def test_both_launchers_serve_calls_and_refuse_form_bodies(launcher):
             client.close()
 
 
-@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+@pytest.mark.parametrize("launcher", SERVERS)
 def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launcher):
     """A 2025-06-18 session's POST stream has no priming event: closed before its first event its
     client has nothing to resume from. SIGTERM leaves such connections open: a call that ends
@@ -152,13 +156,13 @@ def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launch
     assert not any("result" in m or "error" in m for m in polling.messages)
 
 
-@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+@pytest.mark.parametrize("launcher", SERVERS)
 def test_a_misspelled_policy_stops_the_server_at_startup(launcher):
-    """No system checks run under daphne: mcp_application checks the settings when asgi.py loads, so a
+    """No system checks run under an ASGI server: mcp_application checks the settings when asgi.py loads, so a
     misspelled policy stops the server with the check's message instead of failing the first call."""
     server = DaphneServer({"DISCONNECT_POLICY": "after_primng"}, launcher=launcher)
     try:
-        with pytest.raises(RuntimeError, match="daphne exited") as exited:
+        with pytest.raises(RuntimeError, match=f"{launcher} exited") as exited:
             server.start()
     finally:
         server.stop()

@@ -2,8 +2,8 @@
 
 Nothing below keeps per-process state of its own: the bus, the relay, the requests in flight,
 the heartbeat, the shutdown handler and the reconnect guard are the worker's, and each part is
-given the others it needs. Its background duties start with its first request (daphne has no
-lifespan).
+given the others it needs. Its background duties start with the server's `lifespan.startup`
+(uvicorn, gunicorn's UvicornWorker), or with its first request under daphne, which has no lifespan.
 """
 from __future__ import annotations
 
