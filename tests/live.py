@@ -240,13 +240,14 @@ class DaphneServer:
     existing one instead (e.g. another, killed, server's `.db`: a SQLite path or a database name).
     `launcher`: the module run with `python -m`, the one the README recommends unless told (plain
     "daphne" serves the same), or "uvicorn", or "gunicorn" (uvicorn's worker class, `workers` of
-    them). `app`: the ASGI application.
+    them, and `args`). `app`: the ASGI application.
     """
 
     def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None,
                  launcher: str = "mcp_transport.serve", app: str = "example_project.asgi:application",
-                 workers: int = 1):
+                 workers: int = 1, args: tuple[str, ...] = ()):
         self.launcher = launcher
+        self.args = list(args)
         self.app = app
         self.workers = workers
         self.transport = transport or {}
@@ -319,7 +320,7 @@ class DaphneServer:
             return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), self.app]
         if self.launcher == "gunicorn":
             return [sys.executable, "-m", "gunicorn", "-k", "uvicorn_worker.UvicornWorker", "-w", str(self.workers),
-                    "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "60", self.app]
+                    "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "60", *self.args, self.app]
         return [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port), self.app]
 
     def _wait_until_serving(self):

@@ -260,3 +260,14 @@ def test_gunicorn_with_two_workers_and_the_in_memory_layer_warns():
             time.sleep(0.2)
         assert "Other MCP workers serve this database" in server.logs(), server.logs()[-3000:]
         assert "channel layer is in-memory" in server.logs()
+
+
+def test_gunicorn_preload_is_refused_at_startup():
+    """Loaded once in gunicorn's master and forked, every worker would carry the same worker id."""
+    server = DaphneServer(launcher="gunicorn", workers=2, args=("--preload",))
+    try:
+        with pytest.raises(RuntimeError, match="gunicorn exited"):
+            server.start()
+    finally:
+        server.stop()
+    assert "no --preload" in server.logs(), server.logs()[-3000:]
