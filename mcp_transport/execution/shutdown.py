@@ -1,4 +1,4 @@
-"""SIGTERM (daphne; uvicorn and gunicorn's UvicornWorker: SIGTERM or SIGINT): a deploy, not a crash.
+"""SIGTERM (and SIGINT under uvicorn): a deploy, not a crash.
 
 Open connections close at once with `retry`, so clients resume on another worker (their
 streams live in the database); a connection its client cannot resume (a session before
