@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test dist bench bench-tasks bench-against yardstick install test-install interop-install anchors-install \
+.PHONY: run test matrix dist bench bench-tasks bench-against yardstick install test-install interop-install anchors-install \
 	browser-install deploy-install migrate clean
 
 $(PY):
@@ -69,8 +69,16 @@ dist: test-install
 	$(PY) -m build --outdir dist .
 	$(VENV)/bin/twine check --strict dist/*
 
-# The project's own benchmark (bench/run.py): serves the example under daphne, prints one markdown
-# table, writes test-output/bench.json and test-output/bench-calls.png. `make bench BENCH_ARGS=--quick`
+# The support matrix (noxfile.py): Django 5.2 LTS and 6.1 on each Python 3.11-3.13 that Django supports,
+# but 5.2 on 3.11, which `make test` covers with the whole suite; on each, in a virtualenv of its own
+# (.nox/), the in-process tests and a real daphne with the official Python client. NOX_ARGS="-s <session>"
+# for one (`$(VENV)/bin/nox -l` lists them).
+NOX_ARGS ?=
+matrix: test-install
+	$(VENV)/bin/nox -f noxfile.py $(NOX_ARGS)
+
+# The project's own benchmark (bench/run.py): serves the example under daphne (the calls also under
+# uvicorn), prints one markdown table, writes test-output/bench.json and test-output/bench-calls.png. `make bench BENCH_ARGS=--quick`
 # for a short smoke run; `BENCH_ARGS="--db postgres"` for PostgreSQL + Redis (settings_scaled).
 BENCH_ARGS ?=
 bench: test-install
@@ -101,4 +109,4 @@ yardstick: test-install anchors-install
 	$(PY) bench/yardstick.py $(YARDSTICK_ARGS)
 
 clean:
-	rm -rf $(VENV) example_project/db.sqlite3* .pytest_cache test-output dist
+	rm -rf $(VENV) .nox example_project/db.sqlite3* .pytest_cache test-output dist

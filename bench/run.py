@@ -1,6 +1,6 @@
 """`make bench` / `python -m bench` / `python bench/run.py`: serve the example project under daphne
-(`python -m mcp_transport.serve`, or plain daphne with --launcher daphne) and measure it with the
-bench's own client. Prints one markdown table; writes the figures as JSON (test-output/bench.json)
+(`python -m mcp_transport.serve`, or plain daphne with --launcher daphne; the calls also under
+uvicorn, --calls-also) and measure it with the bench's own client. Prints one markdown table; writes the figures as JSON (test-output/bench.json)
 and a plot of calls/s against concurrency (if matplotlib is there).
 
     python -m bench                          # everything, SQLite (the embedded default)
@@ -41,6 +41,9 @@ GROWTH_PARTS = ("rows", "streams", "floor")
 OUT_DIR = ROOT / "test-output"
 
 
+LAUNCHERS = ["mcp_transport.serve", "daphne", "uvicorn"]
+
+
 def log(*parts):
     print("bench:", *parts, file=sys.stderr, flush=True)
 
@@ -73,8 +76,11 @@ def parse_args(argv=None):
                                                         "quick 100)")
     parser.add_argument("--growth-rounds", type=int, default=3,
                         help="growth: calls runs on each side of each comparison, in turns (default 3)")
-    parser.add_argument("--launcher", default="mcp_transport.serve", choices=["mcp_transport.serve", "daphne"],
-                        help="the module daphne runs as (python -m ...)")
+    parser.add_argument("--launcher", default="mcp_transport.serve", choices=LAUNCHERS,
+                        help="the server every scenario runs under (python -m ...)")
+    parser.add_argument("--calls-also", default="uvicorn",
+                        help=f"comma-separated, of {', '.join(LAUNCHERS)}: servers the calls scenario also runs "
+                             f"under, beside --launcher ('' for none)")
     parser.add_argument("--no-pin", action="store_true", help="do not pin the server and the client to CPUs")
     parser.add_argument("--json", default=str(OUT_DIR / "bench.json"), help="where to write the figures")
     parser.add_argument("--plot", default=str(OUT_DIR / "bench-calls.png"), help="where to write the plot")
@@ -101,6 +107,9 @@ def parse_args(argv=None):
     if set(args.modes) - {"sse", "json", "modern"}:
         parser.error("--modes takes sse, json and/or modern")
     args.delays = [float(d) for d in args.delays.split(",") if d.strip()]
+    args.calls_also = [s.strip() for s in args.calls_also.split(",") if s.strip() and s.strip() != args.launcher]
+    if set(args.calls_also) - set(LAUNCHERS):
+        parser.error(f"--calls-also takes {', '.join(LAUNCHERS)}")
     return args
 
 
@@ -140,8 +149,9 @@ class Runner:
         self.dbs = None
         self.results: list[dict] = []
 
-    def serve(self, transport: dict | None = None, app: str = APP) -> BenchServer:
-        return BenchServer(self.dbs, transport, self.server_cpu, launcher=self.args.launcher, app=app).start()
+    def serve(self, transport: dict | None = None, app: str = APP, launcher: str | None = None) -> BenchServer:
+        return BenchServer(self.dbs, transport, self.server_cpu, launcher=launcher or self.args.launcher,
+                           app=app).start()
 
     def finish(self, server: BenchServer, result: dict | list):
         """Stop the server; attach what its log says went wrong."""
@@ -157,13 +167,14 @@ class Runner:
         if not problems and not self.args.keep_logs:
             server.remove_log()
 
-    def run_scenario(self, name: str, make, transport: dict | None = None, apps=(APP,)) -> dict | list:
+    def run_scenario(self, name: str, make, transport: dict | None = None, apps=(APP,),
+                     launcher: str | None = None) -> dict | list:
         """`make(server, ...)` against fresh servers of `apps`, each project with a database of its own."""
         started = []
         result: dict | list = {"scenario": name, "error": "did not run"}
         try:
             for app in apps:
-                started.append(self.serve(transport, app))
+                started.append(self.serve(transport, app, launcher))
         except Exception as exc:  # noqa: BLE001 (reported in the table; the other scenarios still run)
             log(f"{name}: the server did not start: {exc}")
             result = {"scenario": name, "error": f"the server did not start: {str(exc).strip().splitlines()[-1]}"}
@@ -179,6 +190,11 @@ class Runner:
 
     def calls(self):
         a = self.args
+        for launcher in [a.launcher, *a.calls_also]:
+            self.calls_under(launcher)
+
+    def calls_under(self, launcher: str):
+        a = self.args
         for mode in a.modes:
             transport = {"JSON_RESPONSE": mode == "json"}
             # 2026-07-28: the same server runs echo calls (JSON answers), then progress(3) (SSE answers).
@@ -189,16 +205,17 @@ class Runner:
                 out = []
                 for label, load in loads:
                     for c in a.concurrency:
-                        log(f"calls: {label.upper()} C={c}, {a.duration:g} s (+{a.warmup:g} s warm-up)")
+                        log(f"calls ({launcher}): {label.upper()} C={c}, {a.duration:g} s (+{a.warmup:g} s warm-up)")
                         r = await scenarios.calls(server.url, concurrency=c, duration=a.duration, warmup=a.warmup,
                                                   pid=server.pid, **load)
                         r["requested_mode"] = label
                         out.append(r)
                 return out
 
-            result = self.run_scenario("calls", go, transport)
+            result = self.run_scenario("calls", go, transport, launcher=launcher)
             for r in result if isinstance(result, list) else [result]:
                 r.setdefault("requested_mode", mode)
+                r["server"] = launcher
                 self.results.append(r)
 
     def streams(self):
@@ -302,6 +319,10 @@ def correctness(result: dict) -> list[str]:
     return wrong
 
 
+def server_name(result: dict) -> str:
+    return {"mcp_transport.serve": "daphne (launcher)"}.get(result.get("server"), result.get("server") or "daphne")
+
+
 def rows_for(result: dict) -> list[list[str]]:
     scenario = result.get("scenario")
     if isinstance(result.get("error"), str):
@@ -312,7 +333,7 @@ def rows_for(result: dict) -> list[list[str]]:
             mode = f"2026-07-28 {mode} ({result.get('tool')})"
         ok = "ok" if not correctness(result) else "FAILED"
         return [[
-            "calls", f"{mode} C={result['concurrency']}", f"{n(result['calls_per_s'])} calls/s",
+            "calls", f"{mode} C={result['concurrency']}, {server_name(result)}", f"{n(result['calls_per_s'])} calls/s",
             f"p50 {n(result['p50_ms'], 1)} / p90 {n(result['p90_ms'], 1)} / p99 {n(result['p99_ms'], 1)} ms; "
             f"{n(result['server_cpu_ms_per_call'], 3)} ms CPU/call; client {n(result['client_cpu_pct'])} %, "
             f"other {n(result.get('host_other_cpu_pct'))} %",
@@ -439,7 +460,7 @@ def plot(results: list[dict], path: str, title: str, others: dict | None = None)
             mode = (r.get("mode") or r.get("requested_mode") or "?").upper()
             if r.get("era") == "modern":
                 mode = f"2026-07-28 {mode}"
-            points.setdefault(f"django-mcp-transport ({mode})", []).append((r["concurrency"], r["calls_per_s"]))
+            points.setdefault(f"{server_name(r)} ({mode})", []).append((r["concurrency"], r["calls_per_s"]))
     others = others or {}
     if not points and not others:
         return None
@@ -504,7 +525,8 @@ def main(argv=None) -> int:
     results = runner.run()
     meta["seconds"] = round(time.monotonic() - t0, 1)
     meta["loadavg_end"] = os.getloadavg()
-    title = (f"django-mcp-transport {meta['git'] or ''}, {args.db}, python -m {args.launcher}, "
+    title = (f"django-mcp-transport {meta['git'] or ''}, {args.db}, python -m {args.launcher}"
+             f"{''.join(f' (calls also {name})' for name in args.calls_also)}, "
              f"{'pinned' if runner.server_cpu is not None else 'not pinned'}, {started:%Y-%m-%d %H:%M} UTC")
     print(f"\n### Bench: {title}\n")
     print(table(results))

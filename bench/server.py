@@ -200,8 +200,8 @@ class ServerProcess:
 
 class BenchServer(ServerProcess):
     """`python -m mcp_transport.serve -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with
-    bench.settings (`launcher="daphne"`: plain daphne; `app=FLOOR`: the bare app, no database), from
-    the checkout at `root`."""
+    bench.settings (`launcher="daphne"`: plain daphne; `launcher="uvicorn"`: uvicorn, one process, its
+    default loop and HTTP parser; `app=FLOOR`: the bare app, no database), from the checkout at `root`."""
 
     def __init__(self, dbs, transport: dict | None = None, cpu: int | None = None, start_timeout: float = 60,
                  launcher: str = "mcp_transport.serve", app: str = APP, root: Path = ROOT):
@@ -228,8 +228,7 @@ class BenchServer(ServerProcess):
         self.db_env = self.dbs.new() if self.app == APP else {}
         fd, self.log_path = tempfile.mkstemp(prefix="mcp-bench-daphne-", suffix=".log")
         self._log = os.fdopen(fd, "wb")
-        command = [sys.executable, "-m", self.launcher, "-v", "0", "-b", "127.0.0.1", "-p", str(self.port),
-                   self.app]
+        command = [sys.executable, "-m", self.launcher, *self.options(), self.app]
         if self.cpu is not None:
             command = ["taskset", "-c", str(self.cpu), *command]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
@@ -238,11 +237,16 @@ class BenchServer(ServerProcess):
         deadline = time.monotonic() + self.start_timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                self._failed(f"daphne exited with {self.proc.returncode}")
+                self._failed(f"{self.launcher} exited with {self.proc.returncode}")
             if self._answers():
                 return self
             time.sleep(0.1)
-        self._failed(f"daphne did not answer within {self.start_timeout}s")
+        self._failed(f"{self.launcher} did not answer within {self.start_timeout}s")
+
+    def options(self) -> list[str]:
+        if self.launcher == "uvicorn":
+            return ["--log-level", "warning", "--no-access-log", "--host", "127.0.0.1", "--port", str(self.port)]
+        return ["-v", "0", "-b", "127.0.0.1", "-p", str(self.port)]
 
     def _answers(self) -> bool:
         try:

@@ -239,13 +239,17 @@ class DaphneServer:
     PostgreSQL or MariaDB: `suite_database`) a database of its own on that server. `db`: serve an
     existing one instead (e.g. another, killed, server's `.db`: a SQLite path or a database name).
     `launcher`: the module run with `python -m`, the one the README recommends unless told (plain
-    "daphne" serves the same). `app`: the ASGI application.
+    "daphne" serves the same), or "uvicorn", or "gunicorn" (uvicorn's worker class, `workers` of
+    them, and `args`). `app`: the ASGI application.
     """
 
     def __init__(self, transport: dict | None = None, env: dict | None = None, db: str | None = None,
-                 launcher: str = "mcp_transport.serve", app: str = "example_project.asgi:application"):
+                 launcher: str = "mcp_transport.serve", app: str = "example_project.asgi:application",
+                 workers: int = 1, args: tuple[str, ...] = ()):
         self.launcher = launcher
+        self.args = list(args)
         self.app = app
+        self.workers = workers
         self.transport = transport or {}
         self.extra_env = env or {}
         self.port = free_port()
@@ -303,10 +307,7 @@ class DaphneServer:
             **self.extra_env,
         }
         self.log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port), self.app],
-            cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )
+        self.proc = subprocess.Popen(self.command(), cwd=ROOT, env=env, stdout=self.log, stderr=subprocess.STDOUT)
         try:
             self._wait_until_serving()
         except BaseException:
@@ -314,17 +315,25 @@ class DaphneServer:
             raise
         return self
 
+    def command(self) -> list[str]:
+        if self.launcher == "uvicorn":
+            return [sys.executable, "-m", "uvicorn", "--host", "127.0.0.1", "--port", str(self.port), self.app]
+        if self.launcher == "gunicorn":
+            return [sys.executable, "-m", "gunicorn", "-k", "uvicorn_worker.UvicornWorker", "-w", str(self.workers),
+                    "-b", f"127.0.0.1:{self.port}", "--graceful-timeout", "60", *self.args, self.app]
+        return [sys.executable, "-m", self.launcher, "-b", "127.0.0.1", "-p", str(self.port), self.app]
+
     def _wait_until_serving(self):
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"daphne exited: {self.logs()}")
+                raise RuntimeError(f"{self.launcher} exited: {self.logs()}")
             try:
                 httpx.get(self.url, timeout=1)
                 return
             except httpx.TransportError:
                 time.sleep(0.1)
-        raise RuntimeError(f"daphne did not start: {self.logs()}")
+        raise RuntimeError(f"{self.launcher} did not start: {self.logs()}")
 
     def stop(self):
         if self.proc and self.proc.poll() is None:

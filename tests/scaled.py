@@ -1,4 +1,4 @@
-"""Several daphne workers sharing one PostgreSQL database and one Redis, as in production."""
+"""Several workers sharing one PostgreSQL database and one Redis, as in production."""
 from __future__ import annotations
 
 import os
@@ -15,11 +15,13 @@ PG = dict(host=os.environ.get("MCP_PG_HOST", "127.0.0.1"), port=os.environ.get("
 
 
 class Cluster:
-    def __init__(self, workers: int = 2, transport: dict | None = None, env: dict | None = None):
+    def __init__(self, workers: int = 2, transport: dict | None = None, env: dict | None = None,
+                 launcher: str = "mcp_transport.serve"):
         self.name = f"mcp_scaled_{secrets.token_hex(4)}"
         self.env = {"MCP_TEST_SCALED": "1", "MCP_PG_NAME": self.name, "MCP_REDIS_PREFIX": self.name, **(env or {})}
         self.count = workers
         self.transport = transport
+        self.launcher = launcher
         self.workers: list[DaphneServer] = []
 
     def start(self) -> "Cluster":
@@ -28,8 +30,14 @@ class Cluster:
         env = {**os.environ, **self.env, "DJANGO_SETTINGS_MODULE": "tests.live_settings"}
         subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
         for _ in range(self.count):
-            self.workers.append(DaphneServer(self.transport, env=self.env).start())
+            self.add(self.launcher)
         return self
+
+    def add(self, launcher: str, processes: int = 1) -> DaphneServer:
+        """One more server on the cluster's database and Redis (`processes`: gunicorn's workers)."""
+        server = DaphneServer(self.transport, env=self.env, launcher=launcher, workers=processes).start()
+        self.workers.append(server)
+        return server
 
     def stop(self):
         for worker in self.workers:

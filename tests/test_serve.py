@@ -1,7 +1,8 @@
-"""`python -m mcp_transport.serve` (daphne without Twisted's form parsing) and plain daphne.
+"""`python -m mcp_transport.serve` (daphne without Twisted's form parsing), plain daphne and uvicorn.
 
 The rest of the live suite runs under the launcher; these check what it changes and that plain
-daphne, which the README still allows, serves the same endpoint.
+daphne and uvicorn, which the README also documents, serve the same endpoint and shut down the same
+way (uvicorn through the ASGI lifespan).
 """
 import asyncio
 import gc
@@ -98,8 +99,11 @@ def test_the_launcher_takes_daphnes_options():
         assert option in result.stdout
 
 
-@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
-def test_both_launchers_serve_calls_and_refuse_form_bodies(launcher):
+SERVERS = ["mcp_transport.serve", "daphne", "uvicorn"]
+
+
+@pytest.mark.parametrize("launcher", SERVERS)
+def test_every_server_serves_calls_and_refuse_form_bodies(launcher):
     with DaphneServer(launcher=launcher) as server:
         client = MCPClient(server.url)
         try:
@@ -117,15 +121,22 @@ def test_both_launchers_serve_calls_and_refuse_form_bodies(launcher):
             client.close()
 
 
-@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+@pytest.mark.parametrize("launcher", SERVERS)
 def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launcher):
     """A 2025-06-18 session's POST stream has no priming event: closed before its first event its
     client has nothing to resume from. SIGTERM leaves such connections open: a call that ends
     within the grace gets its result on the same connection, one that outlives it gets the
-    shutdown error there; a 2025-11-25 connection is closed with `retry` at once, as before."""
+    shutdown error there; a 2025-11-25 connection is closed with `retry` at once, as before, and a
+    2026-07-28 `subscriptions/listen` stream ends with its result."""
     import concurrent.futures
     import signal
     import time
+
+    listen = {"jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen", "params": {
+        "notifications": {"toolsListChanged": True},
+        "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                  "io.modelcontextprotocol/clientCapabilities": {}}}}
+    listen_headers = {"mcp-protocol-version": "2026-07-28", "mcp-method": "subscriptions/listen"}
 
     with DaphneServer(transport={"SHUTDOWN_GRACE_SECONDS": 2.0, "RETRY_MS": 200}, launcher=launcher) as server:
         old, new = MCPClient(server.url, version="2025-06-18"), MCPClient(server.url)
@@ -133,11 +144,14 @@ def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launch
         new.initialize()
         calls = {"short": (old, {"count": 6, "delay": 0.15}), "long": (old, {"count": 400, "delay": 0.05}),
                  "polling": (new, {"count": 400, "delay": 0.05})}
-        started = {name: [] for name in calls}
-        with concurrent.futures.ThreadPoolExecutor(len(calls)) as pool:
+        started = {name: [] for name in [*calls, "listen"]}
+        listener = MCPClient(server.url, version="2026-07-28")
+        with concurrent.futures.ThreadPoolExecutor(len(started)) as pool:
             futures = {name: pool.submit(client.call_tool, "progress", args, progress_token=name,
                                          stop=lambda e, n=name: started[n].append(e) or False)
                        for name, (client, args) in calls.items()}
+            futures["listen"] = pool.submit(lambda: (None, listener.stream(
+                "POST", listen, headers=listen_headers, stop=lambda e: started["listen"].append(e) or False)))
             while not all(any(e.data for e in events) for events in started.values()):
                 time.sleep(0.02)
             server.proc.send_signal(signal.SIGTERM)
@@ -150,15 +164,18 @@ def test_sigterm_lets_connections_that_cannot_resume_finish_on_themselves(launch
     assert long.messages[-1]["error"]["data"]["reason"] == "worker_shutdown", long.messages[-1]
     assert polling.closed_by_server and polling.retry == 200
     assert not any("result" in m or "error" in m for m in polling.messages)
+    listened = results["listen"].messages
+    assert listened[0]["method"] == "notifications/subscriptions/acknowledged", listened
+    assert listened[-1]["id"] == "listen-1" and listened[-1]["result"]["resultType"] == "complete", listened
 
 
-@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "daphne"])
+@pytest.mark.parametrize("launcher", SERVERS)
 def test_a_misspelled_policy_stops_the_server_at_startup(launcher):
-    """No system checks run under daphne: mcp_application checks the settings when asgi.py loads, so a
+    """No system checks run under an ASGI server: mcp_application checks the settings when asgi.py loads, so a
     misspelled policy stops the server with the check's message instead of failing the first call."""
     server = DaphneServer({"DISCONNECT_POLICY": "after_primng"}, launcher=launcher)
     try:
-        with pytest.raises(RuntimeError, match="daphne exited") as exited:
+        with pytest.raises(RuntimeError, match=f"{launcher} exited") as exited:
             server.start()
     finally:
         server.stop()

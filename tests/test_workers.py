@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from .live import MCPClient
+from .live import DaphneServer, MCPClient
 from .scaled import Cluster
 
 
@@ -169,10 +169,11 @@ def test_kill_9_of_the_worker_running_a_call_fails_the_call_cleanly():
         assert echo.messages[-1]["result"]["content"][0]["text"] == "still here"
 
 
-def test_sigterm_closes_connections_with_retry_and_fails_only_what_outlives_the_grace_period():
+@pytest.mark.parametrize("launcher", ["mcp_transport.serve", "uvicorn"])
+def test_sigterm_closes_connections_with_retry_and_fails_only_what_outlives_the_grace_period(launcher):
     import signal
 
-    with Cluster(workers=2, transport={"SHUTDOWN_GRACE_SECONDS": 1.5, "RETRY_MS": 200}) as c:
+    with Cluster(workers=2, transport={"SHUTDOWN_GRACE_SECONDS": 1.5, "RETRY_MS": 200}, launcher=launcher) as c:
         a, b = c.workers
         client = on(a)
         client.initialize()
@@ -245,3 +246,70 @@ def test_a_url_elicitation_completed_on_the_other_worker_reaches_the_session_on_
         except httpx.ReadTimeout:
             stray = None
         assert stray is None
+
+
+def worker_pids(cluster: Cluster) -> set[int]:
+    import psycopg
+
+    from .scaled import PG
+
+    with psycopg.connect(dbname=cluster.name, autocommit=True, **PG) as conn:
+        return {row[0] for row in conn.execute("SELECT pid FROM mcp_transport_worker WHERE NOT stopping")}
+
+
+def test_gunicorn_with_two_uvicorn_workers_serves_sessions_and_hands_them_over_on_sigterm():
+    """`gunicorn -k uvicorn_worker.UvicornWorker -w 2` on PostgreSQL + Redis, beside a daphne: both
+    workers heartbeat from their lifespan startup, a session's calls land on either, and SIGTERM to
+    gunicorn's master closes the streams in flight with `retry`, so they finish through the daphne."""
+    import signal
+
+    with Cluster(workers=0, transport={"SHUTDOWN_GRACE_SECONDS": 1.5, "RETRY_MS": 200}) as c:
+        gunicorn = c.add("gunicorn", processes=2)
+        deadline = time.monotonic() + 20
+        while len(worker_pids(c)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        pids = worker_pids(c)
+        assert len(pids) == 2 and gunicorn.proc.pid not in pids, pids
+        daphne = c.add("mcp_transport.serve")
+        client = on(gunicorn)
+        client.initialize()
+        for n in range(8):
+            _, echo = on(gunicorn, client).call_tool("echo", {"message": f"call {n}"})
+            assert echo.messages[-1]["result"]["content"][0]["text"] == f"call {n}"
+        started = []
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            future = pool.submit(on(gunicorn, client).call_tool, "progress", {"count": 8, "delay": 0.1},
+                                 progress_token="deploy", stop=lambda e: started.append(e) or False)
+            while not any(e.data for e in started):
+                time.sleep(0.02)
+            gunicorn.proc.send_signal(signal.SIGTERM)
+            request_id, first = future.result(timeout=30)
+        assert first.closed_by_server and first.retry == 200
+        assert not any("result" in m or "error" in m for m in first.messages)
+        rest = on(daphne, client).resume(first.last_id, read_timeout=20)
+        assert rest.messages[-1] == {"jsonrpc": "2.0", "id": request_id,
+                                     "result": {"content": [{"type": "text", "text": "done 8"}]}}
+        assert gunicorn.proc.wait(timeout=30) == 0
+        assert "Other MCP workers" not in gunicorn.logs()
+
+
+def test_gunicorn_with_two_workers_and_the_in_memory_layer_warns():
+    """No CHANNEL_LAYERS and two processes on one database: what one worker tells the other is lost,
+    and the workers' heartbeats say so in the log."""
+    with DaphneServer(launcher="gunicorn", workers=2) as server:
+        deadline = time.monotonic() + 30
+        while "Other MCP workers serve this database" not in server.logs() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert "Other MCP workers serve this database" in server.logs(), server.logs()[-3000:]
+        assert "channel layer is in-memory" in server.logs()
+
+
+def test_gunicorn_preload_is_refused_at_startup():
+    """Loaded once in gunicorn's master and forked, every worker would carry the same worker id."""
+    server = DaphneServer(launcher="gunicorn", workers=2, args=("--preload",))
+    try:
+        with pytest.raises(RuntimeError, match="gunicorn exited"):
+            server.start()
+    finally:
+        server.stop()
+    assert "no --preload" in server.logs(), server.logs()[-3000:]

@@ -38,6 +38,7 @@ class Heartbeat:
         self.tasks = tasks_here
         self._task: asyncio.Task | None = None
         self._ended: list[tuple[int, int | None, str, object]] = []
+        self.warned_alone = False
 
     def start(self):
         if self._task is None or self._task.done():
@@ -55,6 +56,8 @@ class Heartbeat:
 
     async def beat(self):
         await store.aheartbeat(socket.gethostname(), os.getpid())
+        if not self.relay.remote and not self.warned_alone:
+            await self.warn_if_not_alone()
         await store.atouch_sessions_holding(list(self.relay.bus.held_streams()))
         await store.aforget_orphaned_modern()
         for task_id in await store.afail_orphaned_tasks(errors.TASK_LOST, "Its worker stopped before it finished"):
@@ -64,6 +67,20 @@ class Heartbeat:
         for stream_id in {e.stream_id for e in failed}:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)
             self.relay.publish(stream_id, [e for e in failed if e.stream_id == stream_id])
+
+    async def warn_if_not_alone(self):
+        """Several processes on one database (gunicorn or uvicorn `--workers`, several daphnes)
+        with a channel layer that reaches this process only: what one worker tells another never
+        arrives. No system check can see how many workers a server will fork; their heartbeats can."""
+        peers = await store.apeers()
+        if peers:
+            self.warned_alone = True
+            logger.warning(
+                "Other MCP workers serve this database (%s) but the channel layer is in-memory, this process's "
+                "alone: cancellations, answers and notifications sent through another worker, and the admin's "
+                "operations, do not reach this one. Configure channels_redis in CHANNEL_LAYERS (README: "
+                "Several workers, no sticky sessions).",
+                ", ".join(f"{host} pid {pid}" for host, pid in peers[:5]))
 
     async def _run(self):
         next_beat = 0.0

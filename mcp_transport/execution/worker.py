@@ -2,10 +2,12 @@
 
 Nothing below keeps per-process state of its own: the bus, the relay, the requests in flight,
 the heartbeat, the shutdown handler and the reconnect guard are the worker's, and each part is
-given the others it needs. Its background duties start with its first request (daphne has no
-lifespan).
+given the others it needs. Its background duties start with the server's `lifespan.startup`
+(uvicorn, gunicorn's UvicornWorker), or with its first request under daphne, which has no lifespan.
 """
 from __future__ import annotations
+
+import os
 
 from ..limits import ReconnectGuard
 from ..storage import store
@@ -23,6 +25,7 @@ from .tasks import Tasks
 class Worker:
     def __init__(self, worker_id: str, db: BatchExecutor):
         self.id = worker_id
+        self.pid = os.getpid()  # the id's process: a fork shares the id, and must not serve
         self.executor = db
         self.bus = Bus()
         self.relay = Relay(worker_id, self.bus)
@@ -44,6 +47,11 @@ class Worker:
 
     async def start(self):
         """Idempotent: the graceful-shutdown handler, the relay between workers, the heartbeat."""
+        if os.getpid() != self.pid:
+            raise RuntimeError(
+                f"mcp_transport was imported in process {self.pid}, which then forked this one ({os.getpid()}): "
+                "forked workers would share one worker id (its leases, its channel-layer groups). "
+                "Load the application in each worker (gunicorn: no --preload).")
         self.shutdown.install()
         await self.relay.start()
         self.heartbeat.start()

@@ -348,6 +348,10 @@ class Store:
         )
         self.rows(Task).filter(worker=WORKER, status__in=Task.ACTIVE).update(lease_expires_at=lease)
 
+    def peers(self) -> list[tuple[str, int]]:
+        """The other workers alive on this database: (host, pid)."""
+        return list(self.rows(Worker).alive().exclude(id=WORKER).values_list("host", "pid"))
+
     def prune(self) -> dict:
         """Delete expired and terminated sessions, finished streams past their retention, the
         modern requests of workers that are gone, and 2026-07-28 requests' URL elicitations as old

@@ -225,6 +225,11 @@ def heartbeat(host: str, pid: int, stopping=False):
     current().heartbeat(host, pid, stopping)
 
 
+def peers() -> list[tuple[str, int]]:
+    """The other workers alive on this database: (host, pid)."""
+    return current().peers()
+
+
 def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = None) -> list[StoredEvent]:
     """Requests whose worker's lease ran out end with `orphan_error(stream)` (the execution layer's
     JSON-RPC error), so no client waits forever."""
@@ -399,6 +404,7 @@ aresume_stream = batched(resume_stream)
 aattach = batched(attach)
 adisconnected = batched(disconnected)
 aheartbeat = batched(heartbeat)
+apeers = batched(peers)
 afail_orphans = batched(fail_orphans)
 arequest_worker = batched(request_worker)
 adeliver = batched(deliver)

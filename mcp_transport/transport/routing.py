@@ -7,7 +7,9 @@ from django.core.exceptions import ImproperlyConfigured
 
 from .. import auth, scrape
 from .. import metrics as _metrics
+from ..conf import mcp_settings
 from ..execution import health
+from ..execution.worker import worker
 from .endpoint import MCPEndpoint
 
 
@@ -101,11 +103,22 @@ async def _resource_metadata(scope, send, mcp_path):
 
 
 async def _lifespan(receive, send):
-    """daphne has no lifespan; other ASGI servers get a polite answer."""
+    """ASGI servers with a lifespan (uvicorn, gunicorn's UvicornWorker; daphne has none, and the
+    worker starts with its first request there). At startup the worker starts and its graceful
+    shutdown goes in front of the server's SIGTERM and SIGINT handlers; `lifespan.shutdown` comes
+    once the server's connections are closed, and answers when the work still running here has
+    finished or its grace has run out."""
     while True:
         message = await receive()
         if message["type"] == "lifespan.startup":
+            try:
+                await worker.start()
+                worker.shutdown.install_before()
+            except Exception as exc:
+                await send({"type": "lifespan.startup.failed", "message": f"{type(exc).__name__}: {exc}"})
+                return
             await send({"type": "lifespan.startup.complete"})
         elif message["type"] == "lifespan.shutdown":
+            await worker.shutdown.begin()
             await send({"type": "lifespan.shutdown.complete"})
             return

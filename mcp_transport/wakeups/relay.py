@@ -95,7 +95,7 @@ class Relay:
         self._slots: asyncio.Semaphore | None = None  # made on this process's loop, in _start
 
     async def start(self):
-        """Idempotent, lazy: daphne has no lifespan, so the first request starts it."""
+        """Idempotent: `lifespan.startup` starts it, or under daphne (no lifespan) the first request."""
         if self._started is None:
             self._started = asyncio.ensure_future(self._start())
         elif self._started.done():
