@@ -15,7 +15,7 @@ from mcp_transport.execution.worker import worker
 from mcp_transport.models import Task
 from mcp_transport.testing import ModernCommunicator
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("mcp_database_settled")]
 
 EXTENSION = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
