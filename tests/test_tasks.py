@@ -418,3 +418,22 @@ async def test_task_ids_on_a_listen_need_the_extension_and_a_list():
     for odd in ("x", [1], [["x"]], {"x": True}, ["x"] * 101):
         refused = await tasks_client().request("subscriptions/listen", {"notifications": {"taskIds": odd}})
         assert refused.status == 400 and refused.json["error"]["code"] == -32602, odd
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]})
+async def test_a_finished_task_is_answered_from_memory_for_its_principal_until_a_prune():
+    from mcp_transport import operations
+
+    token = await sync_to_async(lambda: create_token(User.objects.create_user("ann"))[1])()
+    ann = {"authorization": f"Bearer {token}"}
+    client = tasks_client()
+    task_id = (await client.call_tool("slow_compute", {"seconds": 0.6}, headers=ann)).result["taskId"]
+    while (await client.request("tasks/get", {"taskId": task_id}, headers=ann)).result["status"] != "completed":
+        await asyncio.sleep(0.05)
+    await sync_to_async(Task.objects.filter(pk=task_id).delete)()
+    remembered = (await client.request("tasks/get", {"taskId": task_id}, headers=ann)).result
+    assert remembered["status"] == "completed" and remembered["result"]["content"][0]["text"].startswith("Computed")
+    assert (await client.request("tasks/get", {"taskId": task_id})).json["error"]["code"] == -32602
+    await sync_to_async(operations.prune)()
+    gone = await client.request("tasks/get", {"taskId": task_id}, headers=ann)
+    assert gone.json["error"]["code"] == -32602

@@ -239,7 +239,7 @@ def fail_orphans(orphan_error: Callable[[Stream], str], stream_id: int | None = 
 def prune() -> dict:
     """Delete expired and terminated sessions, finished streams past their retention, the modern
     requests of workers that are gone, and tasks past their TTL."""
-    _finished_tasks.clear()
+    forget_finished_tasks()
     return current().prune()
 
 
@@ -428,9 +428,10 @@ async def aget_task(task_id: str, server: str, principal: str) -> TaskView | Non
     return task
 
 
-def forget_task(task_id: str):
-    """An operator deleted this task: this process answers for it no more."""
-    _finished_tasks.pop(task_id, None)
+def forget_finished_tasks():
+    """The finished tasks this process remembers are forgotten (their rows were deleted: a prune,
+    a test's flush)."""
+    _finished_tasks.clear()
 
 aask_task = batched(ask_task)
 aget_task_by_id = batched(get_task_by_id)
