@@ -56,7 +56,8 @@ def _common_statements(db, mark: str) -> dict[str, str]:
 
     stream, event = quote(Stream._meta.db_table), quote(Event._meta.db_table)
     log = quote(StreamConnection._meta.db_table)
-    task = f"SELECT {columns(Task, TASK_VIEW_COLUMNS)} FROM {quote(Task._meta.db_table)} WHERE id "
+    task = (f"SELECT {columns(Task, TASK_VIEW_COLUMNS)} FROM {quote(Task._meta.db_table)} "
+            f"WHERE {quote(Task._meta.pk.column)} ")
     bump = f"UPDATE {stream} SET last_seq = last_seq + {mark}, last_event_at = {mark}"
     where = f" WHERE id = {mark} AND status = {mark} RETURNING last_seq"
     return {
