@@ -51,11 +51,12 @@ deploy-install:
 	@bash tests/deploy/install.sh >/dev/null || { [ -z "$$CI" ] || exit 1; \
 	  echo "nginx is not installed: tests/test_deploy.py will skip its topology tests" >&2; }
 
-# The layer contracts (.importlinter); the store, in-process, admin, status-command and migration tests,
-# and the hostile-input batteries (their daphne then serves a database on that server: tests/live.py),
+# The layer contracts (.importlinter); the store, in-process (both eras, tasks), admin, status-command and
+# migration tests, and the hostile-input batteries (their daphne then serves a database on that server: tests/live.py),
 # also on PostgreSQL and on MariaDB (both started by .ci/run); then everything.
 DB_TESTS := tests/test_store.py tests/test_inprocess.py tests/test_admin.py tests/test_status_command.py \
-	tests/test_migrations.py tests/test_states.py tests/test_http_hostile.py tests/test_fuzz.py
+	tests/test_migrations.py tests/test_states.py tests/test_http_hostile.py tests/test_fuzz.py tests/test_modern.py \
+	tests/test_tasks.py
 test: test-install interop-install browser-install deploy-install
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --ds=tests.settings_postgres $(DB_TESTS)

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from . import scrape
+from .storage import store
 from .storage.executor import executor
 from .testing import MCPCommunicator, ModernCommunicator
 
@@ -41,14 +42,28 @@ def mcp_database_thread(django_db_setup, django_db_blocker):
 
 
 @pytest.fixture
-def mcp_client(transactional_db, mcp_database_thread, mcp_application):
-    """An in-process MCP client (2025-11-25), not yet initialized: `await mcp_client.initialize()`."""
-    yield MCPCommunicator(mcp_application)
+def mcp_database_settled(transactional_db, mcp_database_thread):
+    """The database thread's last batch has ended before the test's tables are flushed.
+
+    Torn down after the test's event loop is closed (nothing queues more) and before
+    `transactional_db` flushes: the batch the thread took last (a request's write, the worker's
+    heartbeat) may still be running, and its locks against the flush's TRUNCATE of every table
+    deadlock on PostgreSQL. The finished tasks the process remembers go with the rows. Tests that
+    build their own communicators under `django_db(transaction=True)` use it:
+    `pytest.mark.usefixtures("mcp_database_settled")`.
+    """
+    yield
     executor.settle()
+    store.forget_finished_tasks()
 
 
 @pytest.fixture
-def modern_mcp_client(transactional_db, mcp_database_thread, mcp_application):
+def mcp_client(mcp_database_settled, mcp_application):
+    """An in-process MCP client (2025-11-25), not yet initialized: `await mcp_client.initialize()`."""
+    return MCPCommunicator(mcp_application)
+
+
+@pytest.fixture
+def modern_mcp_client(mcp_database_settled, mcp_application):
     """An in-process MCP client speaking 2026-07-28 (stateless: no initialize)."""
-    yield ModernCommunicator(mcp_application)
-    executor.settle()
+    return ModernCommunicator(mcp_application)

@@ -33,12 +33,15 @@ def test_every_part_on_sqlite(tmp_path):
     assert groups["store get_task"]["statements"]["max"] == 1
     assert groups["http echo"]["statements"]["max"] == 0
     assert groups["http tasks/get completed"]["statements"]["max"] == 1
+    assert groups["http tasks/get completed again"]["statements"]["max"] == 0  # a finished task, read lately
     held = results["held"]
     assert held["created"] == 30 and held["working_in_sweep"] == 30 and held["all_working_at_once"]
     assert held["completed"] == 30 and held["wrong"] == 0 and held["errors"] == 0
     polls = results["polls"]
     assert polls["errors"] == 0 and polls["wrong"] == 0
-    assert set(polls["kinds"]) == {"echo", "tasks/get working", "tasks/get completed"}
+    assert set(polls["kinds"]) == {"echo", "tasks/get working", "tasks/get completed", "2025-11-25 echo",
+                                   "2025-11-25 tasks/get working", "2025-11-25 tasks/get completed"}
+    assert polls["kinds"]["2025-11-25 tasks/get working"]["compared_with"] == "2025-11-25 echo"
     assert all(run["calls"] > 0 for runs in polls["runs"].values() for run in runs)
 
 

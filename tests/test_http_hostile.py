@@ -2013,6 +2013,35 @@ def test_tasks_are_their_principals_alone_and_odd_task_ids_are_invalid_params(au
     assert _poll(ann, task_id)["status"] == "completed"
 
 
+def test_a_listen_for_tasks_hears_its_principals_own_and_nothing_of_others(auth_server, modern):
+    """notifications.taskIds: another principal's task, unknown and odd ids are left out of the
+    acknowledgement and nothing of them is sent; the listener's own task's changes are."""
+    ann, ben = (modern(server=auth_server, capabilities={**TASKS_EXTENSION, "elicitation": {}}) for _ in range(2))
+    ann.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ann']}"
+    ben.http.headers["Authorization"] = f"Bearer {auth_server.tokens['ben']}"
+    hers = ann.call("confirm_delete", {"path": "/secret/listened"}).result["taskId"]
+    mine = ben.call("confirm_delete", {"path": "/bens"}).result["taskId"]
+    _poll(ann, hers, until=("input_required",))
+    _poll(ben, mine, until=("input_required",))
+    answer = {"confirm": {"action": "accept", "content": {"ok": True}}}
+    asked = [hers, "\x00", "x" * 65, "../../etc", "1 OR 1=1", "\ufb00" * 10, "", "no-such-task", mine, mine]
+    with ben.listen({"taskIds": asked}, "ben-tasks") as reader:
+        assert read_ack(reader)["params"]["notifications"] == {"taskIds": [mine]}
+        assert ann.send(ann.message("tasks/update", {"taskId": hers, "inputResponses": answer})).status == 200
+        assert _poll(ann, hers)["status"] == "completed"
+        assert ben.send(ben.message("tasks/update", {"taskId": mine, "inputResponses": answer})).status == 200
+        heard = reader.next_message()
+        assert heard["method"] == "notifications/tasks" and heard["params"]["taskId"] == mine, heard
+        assert heard["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": "ben-tasks"}
+        assert "/secret/listened" not in json.dumps(heard) and hers not in json.dumps(heard)
+    plain = modern(server=auth_server)
+    refused = plain.send(plain.message("subscriptions/listen", {"notifications": {"taskIds": [hers]}}, "p"))
+    assert_modern_error(refused, 400, -32021, "p")
+    too_many = ben.send(ben.message("subscriptions/listen", {"notifications": {"taskIds": [mine] * 101}}, "t"))
+    assert_modern_error(too_many, 400, -32602, "t", "taskIds")
+    assert _poll(ben, mine)["status"] == "completed"
+
+
 def _messages(response) -> list[dict]:
     """A JSON answer, or the data of an SSE one."""
     if response.headers["content-type"].startswith("application/json"):

@@ -10,7 +10,7 @@ from mcp_transport.storage.executor import executor
 from mcp_transport.execution.worker import worker
 from mcp_transport.testing import MCPCommunicator, parse_events
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("mcp_database_settled")]
 
 
 async def test_initialize_call_and_delete():

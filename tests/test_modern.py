@@ -13,7 +13,7 @@ from mcp_transport.execution.worker import worker
 from mcp_transport.protocol import mrtr
 from mcp_transport.testing import MCPCommunicator, ModernCommunicator, parse_events
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("mcp_database_settled")]
 
 SERVER_INFO = "io.modelcontextprotocol/serverInfo"
 VERSION_KEY = "io.modelcontextprotocol/protocolVersion"

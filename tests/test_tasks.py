@@ -15,7 +15,7 @@ from mcp_transport.execution.worker import worker
 from mcp_transport.models import Task
 from mcp_transport.testing import ModernCommunicator
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("mcp_database_settled")]
 
 EXTENSION = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 
@@ -364,3 +364,93 @@ async def test_a_forged_list_cursor_is_invalid_params_on_every_database():
         assert refused.json["error"]["code"] == -32602, payload
     for task_id in ("a\x00b", "é", "x\ny"):
         assert (await client.request("tasks/get", {"taskId": task_id})).json["error"]["code"] == -32602
+
+
+# notifications/tasks on subscriptions/listen
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]})
+async def test_a_listen_stream_gets_the_tasks_it_asked_about_that_are_its_principals():
+    tokens = await sync_to_async(lambda: [create_token(User.objects.create_user(n))[1] for n in ("ann", "ben")])()
+    ann, ben = ({"authorization": f"Bearer {t}"} for t in tokens)
+    client = tasks_client()
+    mine = (await client.call_tool("slow_compute", {"seconds": 3, "label": "n"}, headers=ann)).result["taskId"]
+    theirs = (await client.call_tool("slow_compute", {"seconds": 1, "label": "b"}, headers=ben)).result["taskId"]
+    response = await tasks_client().request(
+        "subscriptions/listen", {"notifications": {"taskIds": [mine, theirs, "no-such-task", "x\x00", mine]}},
+        headers=ann, until=lambda e: e.data and '"notifications/tasks"' in e.data, timeout=10)
+    ack, *rest = response.messages
+    assert ack["method"] == "notifications/subscriptions/acknowledged"
+    assert ack["params"]["notifications"] == {"taskIds": [mine]}
+    (pushed,) = [m for m in rest if m.get("method") == "notifications/tasks"]
+    listen_id = response.request["id"]
+    assert pushed["params"]["_meta"] == {"io.modelcontextprotocol/subscriptionId": listen_id}
+    polled = (await client.request("tasks/get", {"taskId": mine}, headers=ann)).result
+    assert pushed["params"]["status"] == "completed" and pushed["params"]["taskId"] == mine
+    assert {k: v for k, v in pushed["params"].items() if k != "_meta"} == {
+        k: v for k, v in polled.items() if k not in ("_meta", "resultType")}
+    assert pushed["params"]["result"] == {"content": [{"type": "text", "text": "Computed n in 3s"}]}
+
+
+async def test_a_listen_stream_hears_a_cancel_and_a_question_waiting():
+    client = tasks_client(elicitation={})
+    asking = (await client.call_tool("confirm_delete", {"path": "/tmp/x"})).result["taskId"]
+    slow = (await client.call_tool("slow_compute", {"seconds": 30})).result["taskId"]
+
+    async def cancel_soon():
+        while not worker.modern.listens:
+            await asyncio.sleep(0.01)
+        await client.request("tasks/cancel", {"taskId": slow})
+
+    canceller = asyncio.ensure_future(cancel_soon())
+    response = await tasks_client().request(
+        "subscriptions/listen", {"notifications": {"taskIds": [slow]}},
+        until=lambda e: e.data and '"notifications/tasks"' in e.data, timeout=10)
+    await canceller
+    (pushed,) = [m for m in response.messages if m.get("method") == "notifications/tasks"]
+    assert pushed["params"]["taskId"] == slow and pushed["params"]["status"] == "cancelled"
+    await poll(client, asking, until=("input_required",))
+
+    async def answer_soon():
+        while not worker.modern.listens:
+            await asyncio.sleep(0.01)
+        await client.request("tasks/update", {"taskId": asking, "inputResponses": {
+            "confirm": {"action": "accept", "content": {"ok": True}}}})
+
+    answerer = asyncio.ensure_future(answer_soon())
+    response = await tasks_client().request(
+        "subscriptions/listen", {"notifications": {"taskIds": [asking]}},
+        until=lambda e: e.data and '"status":"completed"' in e.data.replace(" ", ""), timeout=10)
+    await answerer
+    pushed = [m["params"] for m in response.messages if m.get("method") == "notifications/tasks"]
+    assert [p["status"] for p in pushed] == ["working", "completed"], pushed
+    assert pushed[-1]["result"]["content"][0]["text"] == "Deleted /tmp/x"
+
+
+async def test_task_ids_on_a_listen_need_the_extension_and_a_list():
+    plain = await ModernCommunicator(application).request("subscriptions/listen",
+                                                          {"notifications": {"taskIds": ["x"]}})
+    assert plain.status == 400 and plain.json["error"]["code"] == -32021
+    assert plain.json["error"]["data"] == {"requiredCapabilities": EXTENSION}
+    for odd in ("x", [1], [["x"]], {"x": True}, ["x"] * 101):
+        refused = await tasks_client().request("subscriptions/listen", {"notifications": {"taskIds": odd}})
+        assert refused.status == 400 and refused.json["error"]["code"] == -32602, odd
+
+
+@override_settings(MCP_TRANSPORT={"AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend"]})
+async def test_a_finished_task_is_answered_from_memory_for_its_principal_until_a_prune():
+    from mcp_transport import operations
+
+    token = await sync_to_async(lambda: create_token(User.objects.create_user("ann"))[1])()
+    ann = {"authorization": f"Bearer {token}"}
+    client = tasks_client()
+    task_id = (await client.call_tool("slow_compute", {"seconds": 0.6}, headers=ann)).result["taskId"]
+    while (await client.request("tasks/get", {"taskId": task_id}, headers=ann)).result["status"] != "completed":
+        await asyncio.sleep(0.05)
+    await sync_to_async(Task.objects.filter(pk=task_id).delete)()
+    remembered = (await client.request("tasks/get", {"taskId": task_id}, headers=ann)).result
+    assert remembered["status"] == "completed" and remembered["result"]["content"][0]["text"].startswith("Computed")
+    assert (await client.request("tasks/get", {"taskId": task_id})).json["error"]["code"] == -32602
+    await sync_to_async(operations.prune)()
+    gone = await client.request("tasks/get", {"taskId": task_id}, headers=ann)
+    assert gone.json["error"]["code"] == -32602

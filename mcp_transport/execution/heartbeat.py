@@ -62,6 +62,7 @@ class Heartbeat:
         await store.aforget_orphaned_modern()
         for task_id in await store.afail_orphaned_tasks(errors.TASK_LOST, "Its worker stopped before it finished"):
             logger.warning("Task %s failed: its worker's lease expired", task_id)
+            await self.tasks.changed(task_id)
         await self.tasks.sweep()
         failed = await store.afail_orphans(errors.worker_lost)
         for stream_id in {e.stream_id for e in failed}:

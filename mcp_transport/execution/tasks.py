@@ -116,8 +116,7 @@ class RunningTask:
         """Questions from the running task: they wait in its row until `tasks/update` (or, on a
         2025-11-25 session, the client's answers on a `tasks/result` stream) answer them."""
         status = await store.aask_task(self.task_id, requests)
-        if self.session_id is not None:
-            await self.tasks_here.status_changed(self.task_id)
+        await self.tasks_here.changed(self.task_id)
         return await wait_for_answers(self.task_id, status, requests, self.wake)
 
 
@@ -128,6 +127,9 @@ class Tasks:
         self.relay = relay
         # How a 2025-11-25 task's notifications reach its session (`runner.Requests.send_to_session`).
         self.send_to_session = send_to_session
+        # How a task's changes reach the 2026-07-28 listen streams on every worker
+        # (`modern.ModernRequests.notify`, set by the worker).
+        self.notify_listens = None
         self.running: dict[str, RunningTask] = {}
         # The `tasks/result` streams held here, by task: woken when the task changes.
         self.waiters: dict[str, set[asyncio.Event]] = {}
@@ -197,22 +199,37 @@ class Tasks:
             logger.exception("Storing the outcome of task %s failed", task_id)
         finally:
             self.running.pop(task_id, None)
-            if running.session_id is not None:
-                await self.status_changed(task_id)
+            row = await self.changed(task_id)
             if signals.task_finished.receivers:
-                row = await store.aget_task_by_id(task_id)
                 await signals.task_finished.asend(sender=None, server=running.server.name, task_id=task_id,
                                                   status=row.status if row else None)
 
-    async def status_changed(self, task_id: str):
-        """`notifications/tasks/status` on the session's GET stream (2025-11-25: optional, never relied on)."""
-        row = await store.aget_task_by_id(task_id)
-        if row is not None and row.session_id:
+    async def changed(self, task_id: str) -> Task | None:
+        """The task changed: `notifications/tasks/status` on its session's GET stream (2025-11-25),
+        `notifications/tasks` on the listen streams that asked for it, on every worker (2026-07-28).
+        Both optional in the spec, never relied on: the task's row is what answers. -> the row."""
+        try:
+            row = await store.aget_task_by_id(task_id)
+        except Exception:
+            logger.warning("Task %s changed; it could not be read to say so", task_id, exc_info=True)
+            return None
+        if row is None:
+            return None
+        if row.session_id:
             try:
                 await self.send_to_session(row.session_id, jsonrpc.notification(
                     "notifications/tasks/status", tasks.session_fields(_fields(row))))
             except Exception:
                 logger.warning("The status notification of task %s was not stored", task_id, exc_info=True)
+        if self.notify_listens is not None:
+            await self.notify_listens(row.server, tasks.NOTIFICATION, detailed(row))
+        return row
+
+    async def visible(self, server_name: str, principal: str, task_ids: list[str]) -> list[str]:
+        """The tasks among these that `principal` may see (a listen stream's `taskIds`): one read. An
+        anonymous session's tasks are that session's alone."""
+        rows = await asyncio.gather(*(store.aget_task(task_id, server_name, principal) for task_id in task_ids))
+        return [row.id for row in rows if row is not None and (principal or row.session_id is None)]
 
     # The task methods, on any worker
 
@@ -237,12 +254,16 @@ class Tasks:
             row = await store.aanswer_task(task_id, server.name, principal, responses)
             if row is not None and not row.terminal:
                 self.signal(row.worker, task_id, "wake")
+                if any(key in pending for key in responses):
+                    await self.changed(task_id)
             return {}
         row = await store.acancel_task(task_id, server.name, principal, "Cancelled by the client")
         if row is None:
             raise tasks.unknown_task(task_id)
         if row.worker:
             self.signal(row.worker, task_id, "cancel")
+        if row.status == Task.Status.CANCELLED:
+            await self.changed(task_id)
         return {}
 
     # The 2025-11-25 task methods, on a session
@@ -266,7 +287,7 @@ class Tasks:
             row = await store.acancel_task(task_id, server.name, principal, "Cancelled by the client")
             if row.worker:
                 self.signal(row.worker, task_id, "cancel")
-            await self.status_changed(task_id)
+            await self.changed(task_id)
             return tasks.session_fields(_fields(row))
         return await self.result_for_session(server, row, principal, ctx)
 
@@ -317,7 +338,7 @@ class Tasks:
         updated = await store.aanswer_task(row.pk, server.name, principal, {key: answer})
         if updated is not None and not updated.terminal:
             self.signal(updated.worker, row.pk, "wake")
-            await self.status_changed(row.pk)
+            await self.changed(row.pk)
 
     async def list_for_session(self, server, session, params: dict, principal: str) -> dict:
         after = None

@@ -32,6 +32,7 @@ class Worker:
         self.requests = Requests(worker_id, db, self.relay)
         self.tasks = self.requests.tasks = Tasks(self.relay, self.requests.send_to_session)
         self.modern = ModernRequests(db, self.relay, self.tasks)
+        self.tasks.notify_listens = self.modern.notify
         self.heartbeat = Heartbeat(self.relay, self.tasks)
         self.shutdown = Shutdown(self)
         self.reconnects = ReconnectGuard()

@@ -165,8 +165,9 @@ class ModernDispatcher:
             raise
 
 
-def listen_filter(params: dict, server) -> dict:
-    """The notifications a `subscriptions/listen` asks for, cut to what this server sends."""
+def listen_filter(params: dict, server, capabilities: dict | None = None) -> dict:
+    """The notifications a `subscriptions/listen` asks for, cut to what this server sends. Its
+    `taskIds` are what was asked: the execution layer keeps those of the caller's tasks."""
     wanted = params.get("notifications")
     if not isinstance(wanted, dict):
         raise InvalidParams("Invalid params: 'notifications' must be an object")
@@ -182,6 +183,8 @@ def listen_filter(params: dict, server) -> dict:
         if not isinstance(uris, list) or not all(isinstance(u, str) and u and "\x00" not in u for u in uris):
             raise InvalidParams("Invalid params: notifications.resourceSubscriptions must be a list of URIs")
         agreed["resourceSubscriptions"] = list(dict.fromkeys(uris))
+    if wanted.get("taskIds") is not None:
+        agreed["taskIds"] = tasks.listen_task_ids(wanted["taskIds"], capabilities or {})
     return agreed
 
 
@@ -196,6 +199,8 @@ def wants(agreed: dict, method: str, params: dict | None) -> bool:
     """Whether a listen stream with this filter gets this notification."""
     if method == "notifications/resources/updated":
         return (params or {}).get("uri") in agreed.get("resourceSubscriptions", ())
+    if method == tasks.NOTIFICATION:
+        return (params or {}).get("taskId") in agreed.get("taskIds", ())
     key = LISTEN_KEYS.get(method)
     return key is not None and bool(agreed.get(key))
 

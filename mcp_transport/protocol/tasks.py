@@ -17,6 +17,10 @@ from .jsonrpc import InvalidParams, JSONRPCError
 
 EXTENSION = "io.modelcontextprotocol/tasks"
 METHODS = ("tasks/get", "tasks/update", "tasks/cancel")
+# A task's DetailedTask, pushed on the listen streams that asked for it (`notifications.taskIds`).
+NOTIFICATION = "notifications/tasks"
+# Task ids one listen stream may ask about.
+MAX_LISTEN_TASKS = 100
 TASK_SUPPORT = ("forbidden", "optional", "required")
 ACTIVE = ("working", "input_required")
 
@@ -42,14 +46,28 @@ def declared(capabilities: dict) -> bool:
     return isinstance(extensions, dict) and EXTENSION in extensions
 
 
-def task_id_param(params: dict) -> str:
+def is_task_id(value) -> bool:
     """A task id as this server makes them (printable ASCII, at most 64 characters): anything else
     names no task, and never reaches a query (PostgreSQL refuses a NUL in text)."""
+    return isinstance(value, str) and 0 < len(value) <= 64 and value.isascii() and value.isprintable()
+
+
+def task_id_param(params: dict) -> str:
     task_id = params.get("taskId")
-    if not isinstance(task_id, str) or not task_id or len(task_id) > 64 or not (
-            task_id.isascii() and task_id.isprintable()):
+    if not is_task_id(task_id):
         raise InvalidParams("Invalid params: 'taskId' must be a task id")
     return task_id
+
+
+def listen_task_ids(value, capabilities: dict) -> list[str]:
+    """`notifications.taskIds` of a `subscriptions/listen`: the task ids asked about (those that
+    cannot name a task of this server left out); -32021 from a client without the extension."""
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > MAX_LISTEN_TASKS:
+        raise InvalidParams(f"Invalid params: notifications.taskIds must be a list of at most {MAX_LISTEN_TASKS} "
+                            "task ids")
+    if not declared(capabilities):
+        raise missing_extension()
+    return list(dict.fromkeys(v for v in value if is_task_id(v)))
 
 
 def unknown_task(task_id: str) -> InvalidParams:

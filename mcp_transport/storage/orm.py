@@ -23,8 +23,8 @@ from ..conf import mcp_settings
 from ..models import (Delivery, Elicitation, Event, ModernRequest, Session, Stream, StreamConnection, Subscription,
                       Task, Worker, elicitation_key, hash_uri, retention_cutoff)
 from .records import (
-    MAX_ROW_ID, PRIMING, WORKER, NewRequestStream, PendingStream, StoredEvent, early_events, message_kinds,
-    stream_pk,
+    MAX_ROW_ID, PRIMING, TASK_VIEW_COLUMNS, WORKER, NewRequestStream, PendingStream, StoredEvent, TaskView,
+    early_events, message_kinds, stream_pk,
 )
 
 TOUCH_EVERY = timedelta(seconds=30)
@@ -422,18 +422,21 @@ class Store:
             worker=worker[:100], lease_expires_at=timezone.now() + timedelta(seconds=mcp_settings.LEASE_SECONDS))
         return self.get_task_by_id(task_id) if updated else None
 
-    def get_task(self, task_id: str, server: str, principal: str) -> Task | None:
+    def get_task(self, task_id: str, server: str, principal: str) -> TaskView | None:
         """The task, if it is `principal`'s: anyone else's is as unknown as a task that never was."""
         return self.get_tasks([(task_id, server, principal)])[0]
 
-    def get_tasks(self, keys: list[tuple[str, str, str]]) -> list[Task | None]:
+    def get_tasks(self, keys: list[tuple[str, str, str]]) -> list[TaskView | None]:
         """get_task for each (task id, server, principal), in one statement. Ids, servers and
         principals are compared here, exactly (a collation may fold case: MariaDB's default)."""
-        ids = {task_id for task_id, _, _ in keys}
-        rows = {row.pk: row for row in self.rows(Task).filter(pk__in=ids).order_by()}
+        rows = {row.id: row for row in self.read_tasks(list({task_id for task_id, _, _ in keys}))}
         found = [rows.get(task_id) for task_id, _, _ in keys]
         return [row if row is not None and (row.server, row.principal) == (server, principal) else None
                 for row, (_, server, principal) in zip(found, keys)]
+
+    def read_tasks(self, ids: list[str]) -> list[TaskView]:
+        rows = self.rows(Task).filter(pk__in=ids).order_by().values_list(*TASK_VIEW_COLUMNS)
+        return [TaskView(*row) for row in rows]
 
     def get_task_by_id(self, task_id: str) -> Task | None:
         return self.rows(Task).filter(pk=task_id).first()

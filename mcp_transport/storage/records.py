@@ -7,10 +7,11 @@ import os
 import re
 import secrets
 import socket
+from datetime import datetime
 from typing import NamedTuple
 
 from ..eventids import format_event_id
-from ..models import Event, Stream
+from ..models import Event, Stream, Task
 
 # This process, as it appears in Stream.worker and in channel-layer group names.
 WORKER = f"{re.sub(r'[^A-Za-z0-9.-]', '-', socket.gethostname())[:40]}-{os.getpid()}-{secrets.token_hex(2)}"
@@ -20,6 +21,7 @@ MAX_ROW_ID = 2**63 - 1  # BigAutoField, SQLite's INTEGER
 OPEN = str(Stream.Status.OPEN)
 REQUEST, STANDALONE = str(Stream.Kind.REQUEST), str(Stream.Kind.STANDALONE)
 PRIMING, MESSAGE, FINAL = str(Event.Kind.PRIMING), str(Event.Kind.MESSAGE), str(Event.Kind.FINAL)
+TASK_ACTIVE = tuple(str(status) for status in Task.ACTIVE)
 
 
 class StoredEvent(NamedTuple):
@@ -96,3 +98,36 @@ def early_events(stream_id: int, writes) -> tuple[list[list[StoredEvent]], str |
         seq += len(payloads)
         finished = finish
     return stored, finished
+
+
+class TaskView(NamedTuple):
+    """A task as a poll reads it: the columns every task method answers from, without a model
+    instance (a poll is the commonest request a task gets)."""
+
+    id: str
+    server: str
+    principal: str
+    session_id: str | None
+    status: str
+    status_message: str
+    result: str
+    error: str
+    input_requests: str
+    ttl_ms: int | None
+    poll_interval_ms: int
+    worker: str
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None
+
+    @property
+    def pk(self) -> str:
+        return self.id
+
+    @property
+    def terminal(self) -> bool:
+        return self.status not in TASK_ACTIVE
+
+
+# Task columns (model attribute names) in TaskView's order.
+TASK_VIEW_COLUMNS = TaskView._fields

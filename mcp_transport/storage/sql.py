@@ -21,11 +21,11 @@ from datetime import timezone as dt_timezone
 from django.conf import settings
 from django.utils import timezone
 
-from ..models import Event, Stream, StreamConnection, retention_cutoff
+from ..models import Event, Stream, StreamConnection, Task, retention_cutoff
 from .orm import NO_TRANSACTION, Store
 from .records import (
-    OPEN, PRIMING, REQUEST, STANDALONE, WORKER, NewRequestStream, PendingStream, StoredEvent, early_events,
-    message_kinds, stream_pk,
+    OPEN, PRIMING, REQUEST, STANDALONE, TASK_VIEW_COLUMNS, WORKER, NewRequestStream, PendingStream, StoredEvent,
+    TaskView, early_events, message_kinds, stream_pk,
 )
 
 STREAM_COLUMNS = (
@@ -56,6 +56,8 @@ def _common_statements(db, mark: str) -> dict[str, str]:
 
     stream, event = quote(Stream._meta.db_table), quote(Event._meta.db_table)
     log = quote(StreamConnection._meta.db_table)
+    task = (f"SELECT {columns(Task, TASK_VIEW_COLUMNS)} FROM {quote(Task._meta.db_table)} "
+            f"WHERE {quote(Task._meta.pk.column)} ")
     bump = f"UPDATE {stream} SET last_seq = last_seq + {mark}, last_event_at = {mark}"
     where = f" WHERE id = {mark} AND status = {mark} RETURNING last_seq"
     return {
@@ -72,6 +74,9 @@ def _common_statements(db, mark: str) -> dict[str, str]:
         "find_standalone": f"SELECT id, last_seq FROM {stream} WHERE session_id = {mark} AND kind = {mark} "
                            f"ORDER BY id LIMIT 1",
         "status": f"SELECT status FROM {stream} WHERE id = {mark}",
+        # A poll's task; a batch's polls, their ids as one JSON array (completed per dialect).
+        "get_task": f"{task}= {mark}",
+        "get_tasks": f"{task}IN ",
         # The ids as one JSON array (completed per dialect): one fixed text, however many streams
         # the sweep asks about.
         "progress": f"SELECT id, last_seq, status FROM {stream} WHERE id IN ",
@@ -223,6 +228,19 @@ class SQLStore(Store):
         rows = _all(cursor, sql["progress"], (json.dumps(list(stream_ids)),))
         return {pk: (last, status) for pk, last, status in rows}
 
+    def read_tasks(self, ids: list[str]) -> list[TaskView]:
+        cursor, sql = self.cursor()
+        if len(ids) == 1:
+            rows = _all(cursor, sql["get_task"], (ids[0],))
+        else:
+            rows = _all(cursor, sql["get_tasks"], (json.dumps(ids),))
+        read = self.read_time
+        return [TaskView(*row[:-3], read(row[-3]), read(row[-2]), read(row[-1])) for row in rows]
+
+    def read_time(self, value):
+        """A datetime column's value as the ORM would give it."""
+        return value
+
     def connected(self, stream_id: int, resumed_from: int | None, policy: str = "", retry_ms: int | None = None) -> int:
         at = self.adapt_time(timezone.now())
         update = (WORKER, at, policy[:200], retry_ms, 0 if resumed_from is None else 1, stream_id)
@@ -253,7 +271,11 @@ class SQLiteStore(SQLStore):
         sql["find"] = f"SELECT {sql['found']}, {sql['lapsed']} FROM {db.ops.quote_name(Stream._meta.db_table)} s " \
                       f"WHERE {sql['replayable']}"
         sql["progress"] += f"(SELECT value FROM json_each({mark}))"
+        sql["get_tasks"] += f"(SELECT value FROM json_each({mark}))"
         return sql
+
+    def read_time(self, value):
+        return self.db.ops.convert_datetimefield_value(value, None, self.db)
 
     def driver_cursor(self):
         # The driver's cursor: Django's SQLite cursor would rewrite each statement's placeholders.
@@ -314,6 +336,7 @@ class PostgresStore(SQLStore):
 
         stream, event = quote(Stream._meta.db_table), quote(Event._meta.db_table)
         sql["progress"] += "(SELECT value::bigint FROM json_array_elements_text(%s::json))"
+        sql["get_tasks"] += "(SELECT value FROM json_array_elements_text(%s::json))"
         events = f"INSERT INTO {event} ({columns(Event, EVENT_COLUMNS)}) SELECT "
         event_record = record(Event, EVENT_COLUMNS[1:4])
         event_records = f"json_to_recordset(%s::json) AS v({event_record})"

@@ -20,7 +20,9 @@ from .. import metrics
 from ..models import Session, Stream
 from .executor import batch_connection, batched, database_alias, operation
 from .orm import TOUCH_EVERY, Store
-from .records import MAX_ROW_ID, WORKER, NewRequestStream, PendingStream, StoredEvent, stream_pk  # noqa: F401
+from .records import (  # noqa: F401
+    MAX_ROW_ID, WORKER, NewRequestStream, PendingStream, StoredEvent, TaskView, stream_pk,
+)
 from .sql import PostgresStore, SQLiteStore
 
 
@@ -243,6 +245,7 @@ def prune() -> dict:
     """Delete expired and terminated sessions, finished streams past their retention, the modern
     requests of workers that are gone, tasks past their TTL, and 2026-07-28 requests' URL
     elicitations as old as an idle session."""
+    forget_finished_tasks()
     return current().prune()
 
 
@@ -281,7 +284,7 @@ def _task_key(task_id: str, server: str, principal: str) -> tuple[str, str, str]
 
 
 @operation(own_transaction=True, many=_get_tasks)
-def get_task(task_id: str, server: str, principal: str):
+def get_task(task_id: str, server: str, principal: str) -> TaskView | None:
     """The task if it is this principal's, else None (another's task is unknown, not forbidden)."""
     return current().get_task(task_id, server, principal)
 
@@ -414,7 +417,45 @@ aopen_modern = batched(open_modern)
 aclose_modern = batched(close_modern)
 aforget_orphaned_modern = batched(forget_orphaned_modern)
 acreate_task = batched(create_task)
-aget_task = batched(get_task)
+_get_task = batched(get_task)
+# Finished tasks read in the last seconds, so that polls of a task that has ended cost no database
+# read: a completed, failed or cancelled task never changes again, it only goes (pruned past its
+# TTL, deleted by an operator). An entry lives FINISHED_TASK_SECONDS at most and never past the
+# task's expiry; a prune in this process forgets them all.
+FINISHED_TASK_SECONDS = 5.0
+MAX_FINISHED_TASKS = 10_000
+# task id -> (cached until on the monotonic clock, the task)
+_finished_tasks: dict[str, tuple[float, TaskView]] = {}
+
+
+async def aget_task(task_id: str, server: str, principal: str) -> TaskView | None:
+    now = time.monotonic()
+    hit = _finished_tasks.get(task_id)
+    if hit is not None:
+        if hit[0] > now:
+            task = hit[1]
+            return task if (task.server, task.principal) == (server, principal) else None
+        del _finished_tasks[task_id]
+    task = await _get_task(task_id, server, principal)
+    if task is not None and task.terminal:
+        until = now + FINISHED_TASK_SECONDS
+        if task.expires_at is not None:
+            until = min(until, now + (task.expires_at - timezone.now()).total_seconds())
+        if until > now:
+            if len(_finished_tasks) >= MAX_FINISHED_TASKS:
+                for key in [k for k, (until_, _) in _finished_tasks.items() if until_ <= now]:
+                    del _finished_tasks[key]
+                if len(_finished_tasks) >= MAX_FINISHED_TASKS:
+                    _finished_tasks.clear()
+            _finished_tasks[task_id] = (until, task)
+    return task
+
+
+def forget_finished_tasks():
+    """The finished tasks this process remembers are forgotten (their rows were deleted: a prune,
+    a test's flush)."""
+    _finished_tasks.clear()
+
 aask_task = batched(ask_task)
 aget_task_by_id = batched(get_task_by_id)
 alist_tasks = batched(list_tasks)

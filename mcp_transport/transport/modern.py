@@ -159,7 +159,7 @@ class ModernPost:
             endpoint.check_scopes(message)
             params = message.params or {}
             if message.method == "subscriptions/listen":
-                agreed = modern.listen_filter(params, self.server)
+                agreed = modern.listen_filter(params, self.server, meta.capabilities)
             elif message.method in modern.INPUT_METHODS:
                 inputs = Inputs.from_request(endpoint.principal_id, message.method, params)
             else:
@@ -241,6 +241,13 @@ class ModernPost:
 
     async def listen(self, agreed: dict, meta, ticket):
         endpoint, listen_id = self.endpoint, self.message.id
+        if "taskIds" in agreed:
+            try:
+                agreed["taskIds"] = await worker.tasks.visible(self.server.name, endpoint.principal_id,
+                                                               agreed["taskIds"])
+            except BaseException:
+                ticket.release()
+                raise
         listen = worker.modern.open_listen(self.server.name, listen_id, agreed, endpoint.principal_id, meta, ticket)
         ack = modern.on_listen(listen_id, "notifications/subscriptions/acknowledged", {"notifications": agreed})
         try:
