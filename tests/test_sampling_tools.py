@@ -8,7 +8,7 @@ from mcp_transport import SamplingResult, tool_result, tool_results
 from mcp_transport.protocol import sampling
 from mcp_transport.testing import MCPCommunicator, ModernCommunicator
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("mcp_database_settled")]
 
 WITH_TOOLS = {"sampling": {"tools": {}}}
 QUESTION = {"role": "user", "content": {"type": "text", "text": "Weather in Paris?"}}

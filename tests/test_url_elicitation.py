@@ -19,7 +19,7 @@ from mcp_transport.storage import store
 from mcp_transport.storage.executor import executor
 from mcp_transport.testing import MCPCommunicator, ModernCommunicator
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("mcp_database_settled")]
 
 URL_MODE = {"elicitation": {"form": {}, "url": {}}}
 
