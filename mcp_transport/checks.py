@@ -9,7 +9,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from . import metrics, policies
+from . import metrics, policies, tracing
 from .conf import DEFAULTS, SETTING_NAME, get_config
 from .storage.orm import TOUCH_EVERY
 
@@ -100,6 +100,7 @@ def check_settings(app_configs=None, **kwargs):
     errors += _check_redis_layer(getattr(settings, "CHANNEL_LAYERS", {}) or {})
     errors += _check_modern(config)
     errors += _check_metrics(config, user)
+    errors += _check_tracing(config, user)
     return errors
 
 
@@ -162,6 +163,15 @@ def _check_metrics(config: dict, user: dict) -> list:
     if user.get("METRICS") is True and not metrics.available():
         return [checks.Warning("METRICS is True, but prometheus-client is not installed: nothing is counted.",
                                hint="pip install 'django-mcp-transport[metrics]'", id="mcp_transport.W010")]
+    return []
+
+
+def _check_tracing(config: dict, user: dict) -> list:
+    if not isinstance(config["TRACING"], bool):
+        return [checks.Error("TRACING must be a bool.", id="mcp_transport.E040")]
+    if user.get("TRACING") is True and not tracing.available():
+        return [checks.Warning("TRACING is True, but opentelemetry-api is not installed: no span is made.",
+                               hint="pip install 'django-mcp-transport[otel]'", id="mcp_transport.W014")]
     return []
 
 

@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from django.db import close_old_connections, connections, router, transaction
 
+from .. import tracing
 from ..models import Stream
 
 logger = logging.getLogger("mcp_transport")
@@ -90,6 +91,8 @@ class BatchExecutor:
     def __init__(self):
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-db")
         self._queue: list[tuple] = []
+        # With tracing on: the spans of the requests whose calls are queued, for the batch's links.
+        self._links: list = []
         self._running = False
         self._loop = None
 
@@ -98,9 +101,13 @@ class BatchExecutor:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             # A new event loop (tests run one per test): what the old one queued died with it.
-            self._loop, self._queue, self._running = loop, [], False
+            self._loop, self._queue, self._links, self._running = loop, [], [], False
         future = loop.create_future()
         self._queue.append((fn, args, kwargs, future))
+        if tracing.on:
+            link = tracing.current_link()
+            if link is not None:
+                self._links.append(link)
         if not self._running:
             self._running = True
             loop.create_task(self._drain(loop))
@@ -129,7 +136,11 @@ class BatchExecutor:
                 for _ in range(BATCH_TURNS):
                     await asyncio.sleep(0)
                 batch, self._queue = self._queue, []
-                results = await loop.run_in_executor(self._thread, _run_batch, batch)
+                links, self._links = self._links, []
+                if tracing.on:
+                    results = await self._traced(loop, batch, links)
+                else:
+                    results = await loop.run_in_executor(self._thread, _run_batch, batch)
                 for (_, _, _, future), (ok, value) in zip(batch, results):
                     if future.done():
                         continue
@@ -142,6 +153,18 @@ class BatchExecutor:
             if self._queue:
                 self._running = True
                 loop.create_task(self._drain(loop))
+
+    async def _traced(self, loop, batch, links):
+        span = tracing.start_batch(len(batch), sorted({getattr(fn, "__name__", type(fn).__name__)
+                                                      for fn, *_ in batch}), links)
+        try:
+            results = await loop.run_in_executor(self._thread, _run_batch, batch)
+            failed = sum(1 for ok, _ in results if not ok)
+            if failed and span.is_recording():
+                span.set_attribute("mcp_transport.batch.failed", failed)
+            return results
+        finally:
+            span.end()
 
     def close(self):
         """Close this thread's database connections (tests dropping their database need it)."""
