@@ -1888,3 +1888,53 @@ def test_the_shared_server_is_healthy_after_the_battery(mcp, example_server):
     _, reader = run_call(client, "progress", {"count": 5, "delay": 0}, progress_token="after")
     assert progress_values(reader.messages, "after") == [1, 2, 3, 4, 5]
     assert database_intact(example_server)
+
+
+# Trace context (tracing): params._meta and the HTTP headers, both eras. The test daphnes record
+# spans (tests/live.py), so these values reach the span's parent, links and attributes.
+
+GOOD_TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+HOSTILE_TRACE_META = [
+    {"traceparent": 1}, {"traceparent": None}, {"traceparent": ["00", "x"]}, {"traceparent": {"a": 1}},
+    {"traceparent": ""}, {"traceparent": "x" * 100_000}, {"traceparent": "00-" + "0" * 32 + "-" + "0" * 16 + "-01"},
+    {"traceparent": "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+    {"traceparent": GOOD_TRACEPARENT + "\r\nx-injected: 1"},
+    {"traceparent": GOOD_TRACEPARENT, "tracestate": "=" * 10_000},
+    {"traceparent": GOOD_TRACEPARENT, "tracestate": ["rojo=1"]},
+    {"traceparent": GOOD_TRACEPARENT, "baggage": "k=" + "v" * 100_000},
+    {"traceparent": GOOD_TRACEPARENT, "baggage": ",;=%%%"},
+]
+HOSTILE_TRACE_HEADERS = [
+    {"traceparent": "garbage"}, {"traceparent": "00-" + "f" * 32 + "-" + "f" * 16 + "-zz"},
+    {"traceparent": GOOD_TRACEPARENT, "tracestate": "a" * 8000}, {"baggage": "=" * 8000},
+]
+
+
+@pytest.mark.parametrize("meta", HOSTILE_TRACE_META, ids=range(len(HOSTILE_TRACE_META)))
+def test_hostile_trace_context_in_meta_is_ignored_in_both_eras(c, modern, meta):
+    message = request("tools/call", 7, {"name": "echo", "arguments": {"message": "m"}, "_meta": meta})
+    with open_sse(c, "POST", message) as reader:
+        reader.read_all()
+    assert reader.status == 200
+    assert reader.messages[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "m"}]}}
+    client = modern()
+    reply = client.call("echo", {"message": "n"}, meta=client.meta(**meta))
+    assert reply.status == 200 and reply.result["content"] == [{"type": "text", "text": "n"}]
+
+
+@pytest.mark.parametrize("headers", HOSTILE_TRACE_HEADERS, ids=range(len(HOSTILE_TRACE_HEADERS)))
+def test_hostile_trace_context_in_headers_is_ignored(c, modern, headers):
+    response = c.post(request("tools/list", 8), headers=headers)
+    assert response.status_code == 200 and response.json()["result"]["tools"]
+    reply = modern().request("tools/list", headers=headers)
+    assert reply.status == 200 and reply.result["tools"]
+
+
+def test_a_resumption_with_hostile_trace_headers_replays(c):
+    message = request("tools/call", 9, {"name": "echo", "arguments": {"message": "r"}})
+    with open_sse(c, "POST", message) as reader:
+        reader.read_all()
+    priming = reader.events[0].id
+    replay = c.http.get(c.url, headers=c.headers({"Last-Event-ID": priming, "traceparent": "x" * 4000,
+                                                  "tracestate": "\x7f"}, accept="text/event-stream"))
+    assert replay.status_code == 200 and '"text":"r"' in replay.text.replace(" ", "")
