@@ -19,6 +19,8 @@ import re
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -33,7 +35,7 @@ from .http_support import (  # noqa: F401  (fixtures)
     database_intact, db, json_column, mcp, modern, no_server_errors, open_sse, parse_id, progress_values,
     resume_all, responses_to, run_call, server, statuses, wait_for,
 )
-from .live import ACCEPT_BOTH, VERSION, DaphneServer, MCPClient
+from .live import ACCEPT_BOTH, ROOT, VERSION, DaphneServer, MCPClient
 
 SOCKET_TIMEOUT = 10.0
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
@@ -1938,3 +1940,31 @@ def test_a_resumption_with_hostile_trace_headers_replays(c):
     replay = c.http.get(c.url, headers=c.headers({"Last-Event-ID": priming, "traceparent": "x" * 4000,
                                                   "tracestate": "\x7f"}, accept="text/event-stream"))
     assert replay.status_code == 200 and '"text":"r"' in replay.text.replace(" ", "")
+
+
+# Django REST framework's authentication classes (mcp_transport.drf): what a client sends them.
+
+
+@pytest.fixture(scope="module")
+def drf_server():
+    s = DaphneServer({"AUTH_BACKENDS": ["mcp_transport.drf.DRFAuthentication"], "REQUIRE_AUTH": True},
+                     env={"MCP_TEST_DRF": "1"}).start()
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
+                   env={**os.environ, **s.db_env(), "MCP_TEST_DRF": "1"})
+    yield s
+    s.stop()
+    shutil.rmtree(s.dir, ignore_errors=True)
+
+
+@pytest.mark.parametrize("raw_header", [
+    b"Authorization: Token", b"Authorization: Token a b", b"Authorization: Token \xff\xfe", b"Authorization: Token "
+    + b"x" * 6000, b"Authorization: Token ' OR 1=1 --", b"Authorization: Basic Og==",
+    b"Cookie: sessionid=" + b"x" * 4000, b"Cookie: sessionid=\"\\\"; csrftoken=;;;", b"Cookie: sessionid=../../etc",
+], ids=["empty", "spaces", "latin1", "6k", "sql", "basic", "4k-session", "quoted-session", "path-session"])
+def test_hostile_credentials_for_drf_are_401_or_anonymous(drf_server, raw_header):
+    response = exchange(drf_server.port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: " + ACCEPT_BOTH.encode()
+                           + b"\r\nContent-Type: application/json\r\n" + raw_header + b"\r\nContent-Length: "
+                           + str(len(PING)).encode() + b"\r\nConnection: close\r\n\r\n" + PING)
+    assert_rpc_error(response, 401, -32600)
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert _server_errors(open(drf_server.log_path, errors="replace").read()) == []
