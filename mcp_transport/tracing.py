@@ -3,11 +3,13 @@ OpenTelemetry semantic conventions for MCP say.
 
 A span per MCP request (kind SERVER, `{mcp.method.name} {target}`), a span per resumption's
 replay, and a span per batch of the store's database thread. The project configures the SDK (its
-tracer provider, sampler and exporters); without one, opentelemetry-api's tracer makes no-op spans.
+tracer provider, sampler and exporters).
 
-Off (`MCP_TRANSPORT["TRACING"] = False`) or without opentelemetry-api, `on` is False and callers
-skip every call here: nothing is extracted, built or started. Call sites read `tracing.on` as an
-attribute of this module, never import it by name: `configure()` rebinds it when the setting changes.
+Off (`MCP_TRANSPORT["TRACING"] = False`) or without opentelemetry-api, `on` is False; until a
+tracer provider is set (opentelemetry-api alone, whose spans go nowhere), `active()` is. Call
+sites check `tracing.on and tracing.active()` and then skip every call here: nothing is
+extracted, built or started. They read `tracing.on` as an attribute of this module, never import
+it by name: `configure()` rebinds it when the setting changes.
 
 Parents: a request's trace context in `params._meta` (`traceparent`, `tracestate`, `baggage`,
 unprefixed, SEP-414) is its span's parent, and the ambient one (an HTTP instrumentation's span, or
@@ -34,6 +36,7 @@ PROPAGATION_KEYS = ("traceparent", "tracestate", "baggage")
 
 on = False
 _tracer = None
+_provider_set = False
 
 
 def available() -> bool:
@@ -49,6 +52,14 @@ def configure():
         wanted = False
     on = wanted and available()
     _tracer = trace.get_tracer(INSTRUMENTATION) if on else None
+
+
+def active() -> bool:
+    """Whether spans are made: `on`, and a tracer provider set (once set, it stays)."""
+    global _provider_set
+    if not _provider_set:
+        _provider_set = on and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    return on and _provider_set
 
 
 @receiver(setting_changed)

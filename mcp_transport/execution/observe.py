@@ -16,9 +16,10 @@ from ..protocol import jsonrpc
 def request(server, method: str, params, ctx, handling):
     """`handling`, the handler's coroutine for `method`, observed when anything observes it."""
     counted = metrics.on and method == "tools/call"
-    if not (counted or tracing.on or signals.request_started.receivers or signals.request_finished.receivers):
+    traced = tracing.on and tracing.active()
+    if not (counted or traced or signals.request_started.receivers or signals.request_finished.receivers):
         return handling
-    return _observed(server, method, params, ctx, handling, counted)
+    return _observed(server, method, params, ctx, handling, counted, traced)
 
 
 def _declared(server, method: str, params) -> str | None:
@@ -39,21 +40,22 @@ def _protocol_version(ctx) -> str | None:
     return getattr(ctx.session, "protocol_version", None)
 
 
-async def _observed(server, method: str, params, ctx, handling, counted: bool):
+async def _observed(server, method: str, params, ctx, handling, counted: bool, traced: bool):
     started = time.perf_counter()
     target = _declared(server, method, params)
-    session_id = getattr(ctx.session, "id", None)
-    span = token = None
-    if tracing.on:
-        span = tracing.start_request(method, target, params, request_id=ctx.request_id,
-                                     protocol_version=_protocol_version(ctx), session_id=session_id, scope=ctx.scope)
-        token = tracing.use(span)
     tool = target if method == "tools/call" else None
-    about = {"server": server.name, "method": method, "request_id": ctx.request_id, "tool": tool,
-             "session_id": session_id, "protocol_version": _protocol_version(ctx)}
+    span = token = about = None
+    if traced:
+        span = tracing.start_request(method, target, params, request_id=ctx.request_id,
+                                     protocol_version=_protocol_version(ctx), session_id=getattr(ctx.session, "id", None),
+                                     scope=ctx.scope)
+        token = tracing.use(span)
+    if signals.request_started.receivers or signals.request_finished.receivers:
+        about = {"server": server.name, "method": method, "request_id": ctx.request_id, "tool": tool,
+                 "session_id": getattr(ctx.session, "id", None), "protocol_version": _protocol_version(ctx)}
     outcome, error, raised = "error", None, None
     try:
-        if signals.request_started.receivers:
+        if about is not None and signals.request_started.receivers:
             await signals.request_started.asend(sender=None, **about)
         result = await handling
         outcome = metrics.outcome(result)
@@ -75,5 +77,5 @@ async def _observed(server, method: str, params, ctx, handling, counted: bool):
             tracing.leave(token)
             tracing.end_request(span, *(error or (None, None)), tool_error=outcome == "tool_error",
                                 exception=raised)
-        if signals.request_finished.receivers:
+        if about is not None and signals.request_finished.receivers:
             await signals.request_finished.asend(sender=None, **about, outcome=outcome, duration=seconds)

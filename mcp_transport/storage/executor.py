@@ -81,6 +81,22 @@ def batch_connection():
     between batches)."""
     return getattr(_batch, "db", None)
 
+
+def count_on_commit(instrument, amount: int) -> bool:
+    """Add `amount` to a counter (a metrics instrument) once the transaction of the calls this
+    thread runs commits: once per counter and batch, not once per call; nothing if it rolls back.
+    False when this thread runs no batch (the caller counts another way)."""
+    counts = getattr(_batch, "counts", None)
+    if counts is None:
+        return False
+    counts[instrument] = counts.get(instrument, 0) + amount
+    return True
+
+
+def _count(counts: dict):
+    for instrument, amount in counts.items():
+        instrument.inc(amount)
+
 # Loop turns between the first call queued and the batch taken: enough for the tasks a batch wakes
 # to queue their next writes into the next one, few enough not to delay a lone call
 # (BENCHMARKS.md has the comparison).
@@ -104,7 +120,7 @@ class BatchExecutor:
             self._loop, self._queue, self._links, self._running = loop, [], [], False
         future = loop.create_future()
         self._queue.append((fn, args, kwargs, future))
-        if tracing.on:
+        if tracing.on and tracing.active():
             link = tracing.current_link()
             if link is not None:
                 self._links.append(link)
@@ -137,7 +153,7 @@ class BatchExecutor:
                     await asyncio.sleep(0)
                 batch, self._queue = self._queue, []
                 links, self._links = self._links, []
-                if tracing.on:
+                if tracing.on and tracing.active():
                     results = await self._traced(loop, batch, links)
                 else:
                     results = await loop.run_in_executor(self._thread, _run_batch, batch)
@@ -179,11 +195,15 @@ class BatchExecutor:
 def _run_alone(alias, fn, calls):
     """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;
     if a merged run fails, each call again on its own. -> [(ok, result or exception)]"""
+    counts = _batch.counts = {}
     try:
         if isinstance(fn, Operation) and fn.own_transaction:
-            return [(True, result) for result in _call(fn, calls)]
-        with transaction.atomic(using=alias):
-            return [(True, result) for result in _call(fn, calls)]
+            outcomes = [(True, result) for result in _call(fn, calls)]
+        else:
+            with transaction.atomic(using=alias):
+                outcomes = [(True, result) for result in _call(fn, calls)]
+        _count(counts)
+        return outcomes
     except Exception as exc:
         _checked_at[0] = float("-inf")  # the connection may be why: check it before the next batch
         if len(calls) == 1:
@@ -233,14 +253,17 @@ def _run_batch(batch):
         runs = _runs(batch)
         if len(runs) == 1:
             return _run_alone(alias, *runs[0])
+        counts = _batch.counts = {}
         try:
             with transaction.atomic(using=alias):
-                return [(True, result) for fn, calls in runs for result in _call(fn, calls)]
+                outcomes = [(True, result) for fn, calls in runs for result in _call(fn, calls)]
         except Exception:
             close_old_connections()
             return [outcome for fn, args, kwargs, _ in batch for outcome in _run_alone(alias, fn, [(args, kwargs)])]
+        _count(counts)
+        return outcomes
     finally:
-        _batch.db = None
+        _batch.db = _batch.counts = None
 
 
 executor = BatchExecutor()

@@ -367,7 +367,7 @@ class MCPEndpoint:
                 resumed=True))
 
         span = tracing.start_replay(self.scope, session_id=session.id, stream_id=stream_id,
-                                    last_event_id=last_event_id) if tracing.on else None
+                                    last_event_id=last_event_id) if tracing.on and tracing.active() else None
         try:
             follow = await streams.resume(session, stream_id, seq, terms_for)
             if follow is None:
