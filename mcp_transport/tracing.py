@@ -2,7 +2,8 @@
 OpenTelemetry semantic conventions for MCP say.
 
 A span per MCP request (kind SERVER, `{mcp.method.name} {target}`), a span per resumption's
-replay, and a span per batch of the store's database thread. The project configures the SDK (its
+replay, and a span per batch of the store's database thread that runs calls a request queued
+while its span was current (linked to those requests). The project configures the SDK (its
 tracer provider, sampler and exporters).
 
 Off (`MCP_TRANSPORT["TRACING"] = False`) or without opentelemetry-api, `on` is False; until a

@@ -153,7 +153,7 @@ async def test_the_database_threads_batches_have_spans_linked_to_their_requests(
     assert linked and all(batch.parent is None for batch in linked)
     assert all(batch.attributes["mcp_transport.batch.calls"] >= 1 for batch in linked)
     assert any("append" in batch.attributes["mcp_transport.batch.operations"] for batch in linked)
-    assert all(batch.end_time >= batch.start_time for batch in batches)
+    assert all(batch.links for batch in batches)  # none that no request reaches
 
 
 async def test_tracing_off_makes_no_span(spans):

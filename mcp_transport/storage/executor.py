@@ -107,7 +107,9 @@ class BatchExecutor:
     def __init__(self):
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-db")
         self._queue: list[tuple] = []
-        # With tracing on: the spans of the requests whose calls are queued, for the batch's links.
+        # With tracing on: the spans of the requests whose calls are queued. A batch with any gets a
+        # span linked to them; one without (no request span was current) gets none, so the database
+        # thread adds no trace of its own nobody could reach from a request.
         self._links: list = []
         self._running = False
         self._loop = None
@@ -153,7 +155,7 @@ class BatchExecutor:
                     await asyncio.sleep(0)
                 batch, self._queue = self._queue, []
                 links, self._links = self._links, []
-                if tracing.on and tracing.active():
+                if links:
                     results = await self._traced(loop, batch, links)
                 else:
                     results = await loop.run_in_executor(self._thread, _run_batch, batch)
