@@ -157,22 +157,25 @@ def refuse_invalid_settings():
                               + "\n".join(f"{e.id}: {e.msg}" + (f" {e.hint}" if e.hint else "") for e in errors))
 
 
-def _check_metrics(config: dict, user: dict) -> list:
-    if not isinstance(config["METRICS"], bool):
-        return [checks.Error("METRICS must be a bool.", id="mcp_transport.E033")]
-    if user.get("METRICS") is True and not metrics.available():
-        return [checks.Warning("METRICS is True, but prometheus-client is not installed: nothing is counted.",
-                               hint="pip install 'django-mcp-transport[metrics]'", id="mcp_transport.W010")]
+def _check_extra(config: dict, user: dict, key: str, module, ids: tuple[str, str], missing: str, extra: str) -> list:
+    """A bool switch of an optional extra (`module.available()`): E if not a bool, W if asked for
+    explicitly without the extra installed."""
+    if not isinstance(config[key], bool):
+        return [checks.Error(f"{key} must be a bool.", id=f"mcp_transport.{ids[0]}")]
+    if user.get(key) is True and not module.available():
+        return [checks.Warning(f"{key} is True, but {missing}", hint=f"pip install 'django-mcp-transport[{extra}]'",
+                               id=f"mcp_transport.{ids[1]}")]
     return []
+
+
+def _check_metrics(config: dict, user: dict) -> list:
+    return _check_extra(config, user, "METRICS", metrics, ("E033", "W010"),
+                        "prometheus-client is not installed: nothing is counted.", "metrics")
 
 
 def _check_tracing(config: dict, user: dict) -> list:
-    if not isinstance(config["TRACING"], bool):
-        return [checks.Error("TRACING must be a bool.", id="mcp_transport.E040")]
-    if user.get("TRACING") is True and not tracing.available():
-        return [checks.Warning("TRACING is True, but opentelemetry-api is not installed: no span is made.",
-                               hint="pip install 'django-mcp-transport[otel]'", id="mcp_transport.W014")]
-    return []
+    return _check_extra(config, user, "TRACING", tracing, ("E040", "W014"),
+                        "opentelemetry-api is not installed: no span is made.", "otel")
 
 
 def _check_modern(config: dict) -> list:
