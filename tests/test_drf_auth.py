@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import httpx
+import pytest
 
 from .live import ACCEPT_BOTH, ROOT, MCPClient
 
@@ -22,14 +23,14 @@ def manage(server, *args) -> str:
     return output.splitlines()[-1] if output else ""  # what the command printed last
 
 
+@pytest.mark.timeout(300)  # a daphne and two manage.py runs of its own
 def test_drf_token_and_session_authentication_over_http(daphne):
     server = daphne(DRF, env={"MCP_TEST_DRF": "1"})
-    manage(server, "migrate", "-v", "0")
-    tokens = manage(server, "shell", "-c", (
+    ann, ben, ann_id = manage(server, "shell", "-c", (
+        "from django.core.management import call_command; call_command('migrate', verbosity=0); "
         "from django.contrib.auth.models import User; from rest_framework.authtoken.models import Token; "
         "ann = User.objects.create_user('ann', password='pw-ann', is_staff=True); ben = User.objects.create_user('ben'); "
-        "print(Token.objects.create(user=ann).key, Token.objects.create(user=ben).key)")).split()
-    ann, ben = tokens
+        "print(Token.objects.create(user=ann).key, Token.objects.create(user=ben).key, ann.pk)")).split()
 
     anonymous = httpx.post(server.url, json=PING, headers={"Accept": ACCEPT_BOTH})
     assert anonymous.status_code == 401 and anonymous.json()["error"]["code"] == -32600
@@ -46,8 +47,6 @@ def test_drf_token_and_session_authentication_over_http(daphne):
     _, result = client.call_tool("echo", {"message": "via drf"})
     assert result.messages[-1]["result"]["content"][0]["text"] == "via drf"
     owner = server.query("SELECT principal FROM mcp_transport_session WHERE id = ?", (client.session_id,))
-    ann_id = manage(server, "shell", "-c", "from django.contrib.auth.models import User; "
-                                           "print(User.objects.get(username='ann').pk)")
     assert owner == [(f"user:{ann_id}",)]
 
     intruder = MCPClient(server.url)
