@@ -340,3 +340,20 @@ async def test_signals_for_requests_and_streams():
     [resume] = [kw for name, kw in seen if name == "stream_resumed"]
     assert resume == {"server": "default", "session_id": client.session_id, "stream_id": stream_id,
                       "replayed": 1}
+
+
+async def test_a_failing_request_started_receiver_fails_the_request_not_the_server():
+    from mcp_transport import signals
+
+    async def broken(sender, **kwargs):
+        raise RuntimeError("a project's receiver failed")
+
+    signals.request_started.connect(broken)
+    try:
+        client = MCPCommunicator(application)
+        await client.initialize()
+        failed = await client.call_tool("echo", {"message": "a"})
+    finally:
+        signals.request_started.disconnect(broken)
+    assert failed.messages[-1]["error"]["code"] == -32603
+    assert (await client.call_tool("echo", {"message": "b"})).messages[-1]["result"]["content"][0]["text"] == "b"

@@ -56,7 +56,11 @@ async def _observed(server, method: str, params, ctx, handling, counted: bool, t
     outcome, error, raised = "error", None, None
     try:
         if about is not None and signals.request_started.receivers:
-            await signals.request_started.asend(sender=None, **about)
+            try:
+                await signals.request_started.asend(sender=None, **about)
+            except BaseException:
+                handling.close()  # a receiver failed: the request fails with it, its handler never runs
+                raise
         result = await handling
         outcome = metrics.outcome(result)
         return result
