@@ -198,6 +198,12 @@ def end_request(span, error_code: int | None = None, error_message: str | None =
     span.end()
 
 
+def session_started(span, protocol_version: str, session_id: str):
+    """An initialize span's outcome: the version agreed and the session it created."""
+    if span.is_recording():
+        span.set_attributes({"mcp.protocol.version": protocol_version, "mcp.session.id": session_id})
+
+
 def use(span):
     """Make `span` current in this task: -> the token for `leave`."""
     return otel_context.attach(trace.set_span_in_context(span))

@@ -1932,6 +1932,15 @@ def test_hostile_trace_context_in_headers_is_ignored(c, modern, headers):
     assert reply.status == 200 and reply.result["tools"]
 
 
+def test_initialize_with_hostile_trace_context_creates_its_session(mcp):
+    for meta, headers in zip(HOSTILE_TRACE_META, HOSTILE_TRACE_HEADERS * len(HOSTILE_TRACE_META)):
+        client = mcp()
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}, "_meta": meta}}
+        response = client.http.post(client.url, json=body, headers=client.headers(headers))
+        assert response.status_code == 200 and response.headers["mcp-session-id"], (meta, response.text)
+
+
 def test_a_resumption_with_hostile_trace_headers_replays(c):
     message = request("tools/call", 9, {"name": "echo", "arguments": {"message": "r"}})
     with open_sse(c, "POST", message) as reader:

@@ -80,6 +80,25 @@ async def test_a_legacy_sse_call_has_its_span_with_the_parent_from_meta_and_the_
     assert span.status.status_code is StatusCode.UNSET
 
 
+async def test_initialize_has_its_span_with_the_session_it_created(spans):
+    session = MCPCommunicator(application)
+    response = await session.post({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": session.version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"},
+        "_meta": META}}, headers=HEADERS)
+    span = only(spans, "initialize")
+    assert format(span.parent.span_id, "016x") == META_SPAN and span.kind is SpanKind.SERVER
+    assert span.attributes["mcp.session.id"] == response.headers["mcp-session-id"]
+    assert span.attributes["mcp.protocol.version"] == response.json["result"]["protocolVersion"]
+    assert span.attributes["jsonrpc.request.id"] == "1"
+    spans.clear()
+    refused = await MCPCommunicator(application).post({"jsonrpc": "2.0", "id": 2, "method": "initialize",
+                                                      "params": {"protocolVersion": 7}})
+    assert refused.status == 400
+    failed = only(spans, "initialize")
+    assert failed.attributes["error.type"] == str(refused.json["error"]["code"])
+    assert "mcp.session.id" not in failed.attributes and failed.status.status_code is StatusCode.ERROR
+
+
 async def test_without_meta_the_http_headers_context_is_the_parent(spans):
     session = MCPCommunicator(application)
     await session.initialize()

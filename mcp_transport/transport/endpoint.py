@@ -279,19 +279,36 @@ class MCPEndpoint:
             await self.reject(too_many(exc), message.id)
 
     async def initialize(self, message):
+        if not (tracing.on and tracing.active()):
+            await self.create_session(message)
+            return
+        span = tracing.start_request("initialize", None, message.params, request_id=message.id, scope=self.scope)
+        token = tracing.use(span)
+        try:
+            error = await self.create_session(message, span)
+        finally:
+            tracing.leave(token)
+        tracing.end_request(span, *(error or (None, None)))
+
+    async def create_session(self, message, span=None) -> tuple[int, str] | None:
+        """Answer initialize: -> the JSON-RPC error it was answered with, if any."""
         try:
             result, version = self.server.dispatcher.initialize(message.params or {})
         except jsonrpc.JSONRPCError as exc:
             await self.send_json(400, jsonrpc.error_from(message.id, exc))
-            return
+            return exc.code, exc.message
         limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
         session_id = await sessions.create(self.server.name, version, message.params or {}, self.scope.get("user"),
                                            self.principal_id, limit)
         if session_id is None:
             exc = limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=self.principal_id)
-            await self.reject(too_many(exc), message.id)
-            return
+            refused = too_many(exc)
+            await self.reject(refused, message.id)
+            return refused.code, refused.message
+        if span is not None:
+            tracing.session_started(span, version, session_id)
         await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
+        return None
 
     async def notification(self, session, message):
         if message.method == "notifications/cancelled":
