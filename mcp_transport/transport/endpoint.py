@@ -284,11 +284,12 @@ class MCPEndpoint:
             return
         span = tracing.start_request("initialize", None, message.params, request_id=message.id, scope=self.scope)
         token = tracing.use(span)
+        error = (jsonrpc.INTERNAL_ERROR, "Internal error")  # unless it answers
         try:
             error = await self.create_session(message, span)
         finally:
             tracing.leave(token)
-        tracing.end_request(span, *(error or (None, None)))
+            tracing.end_request(span, *(error or (None, None)))
 
     async def create_session(self, message, span=None) -> tuple[int, str] | None:
         """Answer initialize: -> the JSON-RPC error it was answered with, if any."""
