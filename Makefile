@@ -5,7 +5,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV ?= .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test matrix dist bench bench-tasks bench-against yardstick install test-install interop-install anchors-install \
+.PHONY: run test matrix dist bench bench-tasks bench-against bench-observability yardstick install test-install interop-install anchors-install \
 	browser-install deploy-install migrate clean
 
 $(PY):
@@ -94,6 +94,12 @@ bench-tasks: test-install
 # This checkout's calls/s beside another commit's, in turns: `make bench-against REF=main~3 BENCH_ARGS="--db postgres"`.
 bench-against: test-install
 	$(PY) bench/against.py $(REF) $(BENCH_ARGS)
+
+# What metrics and tracing cost: the example served with them off and on, in turns (calls/s, server
+# CPU per call); `BENCH_ARGS="--instructions 200 --concurrency 1"`: callgrind's instructions per call
+# instead, which a busy machine does not change. Needs the `otel` extra and the SDK (requirements-test.txt).
+bench-observability: test-install
+	$(PY) bench/observability.py $(BENCH_ARGS)
 
 # The official SDKs the side-by-side run compares against (bench/anchors/: 1.x for the 2025-11-25
 # sessions, 2.x for 2026-07-28), from PyPI and npm, pinned, into ~/.cache/mcp-transport-bench.

@@ -201,11 +201,16 @@ class ServerProcess:
 class BenchServer(ServerProcess):
     """`python -m mcp_transport.serve -v 0 -b 127.0.0.1 -p PORT example_project.asgi:application` with
     bench.settings (`launcher="daphne"`: plain daphne; `launcher="uvicorn"`: uvicorn, one process, its
-    default loop and HTTP parser; `app=FLOOR`: the bare app, no database), from the checkout at `root`."""
+    default loop and HTTP parser; `app=FLOOR`: the bare app, no database), from the checkout at `root`;
+    `env`: more environment variables for the server; `wrapper`: a command the server runs under
+    (valgrind)."""
 
     def __init__(self, dbs, transport: dict | None = None, cpu: int | None = None, start_timeout: float = 60,
-                 launcher: str = "mcp_transport.serve", app: str = APP, root: Path = ROOT):
+                 launcher: str = "mcp_transport.serve", app: str = APP, root: Path = ROOT, env: dict | None = None,
+                 wrapper: list[str] | None = None):
         self.root = root
+        self.extra_env = env or {}
+        self.wrapper = wrapper or []
         self.dbs = dbs
         self.app = app
         self.launcher = launcher
@@ -219,7 +224,7 @@ class BenchServer(ServerProcess):
     @property
     def env(self) -> dict[str, str]:
         return {"DJANGO_SETTINGS_MODULE": SETTINGS, "MCP_BENCH_TRANSPORT": json.dumps(self.transport),
-                **(self.db_env or {})}
+                **(self.db_env or {}), **self.extra_env}
 
     def dbtool(self) -> DBTool:
         return DBTool(self.env, self.dbs.vendor)
@@ -228,7 +233,7 @@ class BenchServer(ServerProcess):
         self.db_env = self.dbs.new() if self.app == APP else {}
         fd, self.log_path = tempfile.mkstemp(prefix="mcp-bench-daphne-", suffix=".log")
         self._log = os.fdopen(fd, "wb")
-        command = [sys.executable, "-m", self.launcher, *self.options(), self.app]
+        command = [*self.wrapper, sys.executable, "-m", self.launcher, *self.options(), self.app]
         if self.cpu is not None:
             command = ["taskset", "-c", str(self.cpu), *command]
         env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}

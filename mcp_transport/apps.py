@@ -9,12 +9,13 @@ class MCPTransportConfig(AppConfig):
 
     def ready(self):
         from . import checks  # noqa: F401  (registers the system checks)
-        from . import metrics, scrape
+        from . import metrics, scrape, tracing
         from .execution.worker import worker
         from .protocol.server import set_notifier
 
         set_notifier(worker)
         metrics.configure()
+        tracing.configure()
         scrape.install()
 
         autodiscover_modules("mcp")

@@ -9,7 +9,7 @@ from django.core import checks
 from django.core.exceptions import ImproperlyConfigured
 from django.utils.module_loading import import_string
 
-from . import metrics, policies
+from . import metrics, policies, tracing
 from .conf import DEFAULTS, SETTING_NAME, get_config
 from .storage.orm import TOUCH_EVERY
 
@@ -101,6 +101,7 @@ def check_settings(app_configs=None, **kwargs):
     errors += _check_modern(config)
     errors += _check_metrics(config, user)
     errors += _check_oauth(config, settings)
+    errors += _check_tracing(config, user)
     return errors
 
 
@@ -180,13 +181,25 @@ def refuse_invalid_settings():
                               + "\n".join(f"{e.id}: {e.msg}" + (f" {e.hint}" if e.hint else "") for e in errors))
 
 
-def _check_metrics(config: dict, user: dict) -> list:
-    if not isinstance(config["METRICS"], bool):
-        return [checks.Error("METRICS must be a bool.", id="mcp_transport.E033")]
-    if user.get("METRICS") is True and not metrics.available():
-        return [checks.Warning("METRICS is True, but prometheus-client is not installed: nothing is counted.",
-                               hint="pip install 'django-mcp-transport[metrics]'", id="mcp_transport.W010")]
+def _check_extra(config: dict, user: dict, key: str, module, ids: tuple[str, str], missing: str, extra: str) -> list:
+    """A bool switch of an optional extra (`module.available()`): E if not a bool, W if asked for
+    explicitly without the extra installed."""
+    if not isinstance(config[key], bool):
+        return [checks.Error(f"{key} must be a bool.", id=f"mcp_transport.{ids[0]}")]
+    if user.get(key) is True and not module.available():
+        return [checks.Warning(f"{key} is True, but {missing}", hint=f"pip install 'django-mcp-transport[{extra}]'",
+                               id=f"mcp_transport.{ids[1]}")]
     return []
+
+
+def _check_metrics(config: dict, user: dict) -> list:
+    return _check_extra(config, user, "METRICS", metrics, ("E033", "W010"),
+                        "prometheus-client is not installed: nothing is counted.", "metrics")
+
+
+def _check_tracing(config: dict, user: dict) -> list:
+    return _check_extra(config, user, "TRACING", tracing, ("E040", "W014"),
+                        "opentelemetry-api is not installed: no span is made.", "otel")
 
 
 def _check_modern(config: dict) -> list:

@@ -72,6 +72,8 @@ DEFAULTS = {
     "TASK_BACKEND": "default",
     # Prometheus metrics (mcp_transport.metrics), counted when prometheus-client is installed.
     "METRICS": True,
+    # OpenTelemetry spans (mcp_transport.tracing), made when opentelemetry-api is installed.
+    "TRACING": True,
     # Instructions returned by initialize for servers that set none themselves.
     "INSTRUCTIONS": None,
 }

@@ -16,7 +16,6 @@ name; never a session, stream, principal, or a name a client made up.
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import time
 
@@ -141,14 +140,8 @@ def tool_label(server, params) -> str:
     return name if isinstance(name, str) and name in server.tools else UNKNOWN_TOOL
 
 
-def measure(server, method: str, params, call):
-    """`call`, a handler's coroutine, counted by tool and outcome when it is a tools/call."""
-    if not on or method != "tools/call":
-        return call
-    return _tool_call(tool_label(server, params), call)
-
-
-def _outcome(result) -> str:
+def outcome(result) -> str:
+    """A handler's result as an outcome label: input_required, tool_error or ok."""
     if isinstance(result, dict):
         if result.get("resultType") == "input_required":
             return "input_required"
@@ -157,19 +150,11 @@ def _outcome(result) -> str:
     return "ok"
 
 
-async def _tool_call(tool: str, call) -> dict:
-    started = time.perf_counter()
-    outcome = "error"
-    try:
-        result = await call
-        outcome = _outcome(result)
-        return result
-    except asyncio.CancelledError:
-        outcome = "cancelled"
-        raise
-    finally:
+def tool_called(tool: str, outcome: str, seconds: float):
+    """A tools/call ended (`execution.observe` times it)."""
+    if on:
         labeled(tool_calls, tool, outcome).inc()
-        labeled(tool_call_seconds, tool).observe(time.perf_counter() - started)
+        labeled(tool_call_seconds, tool).observe(seconds)
 
 
 def replayed(events: int, started: float):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import importlib.util
 import itertools
 import json
 import os
@@ -304,6 +305,8 @@ class DaphneServer:
             **self.db_env(),
             "MCP_TEST_TRANSPORT": json.dumps(self.transport),
             "PYTHONUNBUFFERED": "1",
+            # Every request's span recorded (no exporter): hostile input reaches the tracing code too.
+            **({"MCP_EXAMPLE_OTEL": "record"} if importlib.util.find_spec("opentelemetry.sdk") else {}),
             **self.extra_env,
         }
         self.log = open(self.log_path, "wb")

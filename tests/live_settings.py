@@ -1,6 +1,7 @@
 """Settings for the daphne processes the tests start: the example project's, with overrides.
 
 MCP_TEST_TRANSPORT (JSON) is merged over MCP_TRANSPORT; MCP_TEST_OAUTH2_PROVIDER (JSON) over OAUTH2_PROVIDER (with MCP_EXAMPLE_OAUTH=1); MCP_EXAMPLE_DB picks the SQLite file;
+MCP_TEST_DRF=1 adds Django REST framework and its tokens;
 MCP_TEST_SERVER_DB (JSON: DATABASES["default"]) a database on PostgreSQL or MariaDB instead (tests/live.py
 sets it when the suite runs on one); MCP_TEST_SCALED=1 switches to the scaled-out settings (PostgreSQL + Redis).
 """
@@ -26,3 +27,11 @@ if os.environ.get("MCP_TEST_TASK_RUNNER") == "1":
     # Django's Tasks framework (the django-tasks backport on 5.2) with its database backend.
     INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks", "django_tasks_db"]  # noqa: F405
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+if os.environ.get("MCP_TEST_DRF") == "1":
+    # Django REST framework's token and session authentication (tests/test_drf_auth.py).
+    INSTALLED_APPS = [*INSTALLED_APPS, "rest_framework", "rest_framework.authtoken"]  # noqa: F405
+    REST_FRAMEWORK = {"DEFAULT_AUTHENTICATION_CLASSES": [
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ]}

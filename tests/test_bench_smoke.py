@@ -162,3 +162,20 @@ def test_floor_answers_like_an_mcp_server():
         s = asyncio.run(scenarios.streams(floor.url, count=3, hold=0.2, warm=1))
     assert r["mode"] == "sse" and r["calls"] > 0 and r["errors"] == 0 and r["wrong_results"] == 0, r
     assert s["opened"] == 3 and s["held"] == 3 and s["errors"] == 0 and s["ended_on_delete"] == 3, s
+
+
+def test_observability_bench_serves_each_variant_in_turns(capsys):
+    from bench import observability
+
+    assert observability.main(["--quick", "--variants", "off,traced,exported"]) == 0
+    out = capsys.readouterr().out
+    assert all(f"| sse | 16 | {variant} |" in out for variant in ("off", "traced", "exported"))
+    exported = int(out.split("exported: ")[1].split(" bytes")[0].replace(",", ""))
+    assert exported > 0  # the exporting variant's spans reached its file
+
+
+@pytest.mark.parametrize("era", ["legacy", "modern"])
+def test_the_instruction_counts_fixed_calls_are_all_answered(server, era):
+    from bench import observability
+
+    assert asyncio.run(observability.fixed_calls(server.url, 4, 22, era)) == 22

@@ -19,6 +19,8 @@ import re
 import shutil
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -34,7 +36,7 @@ from .http_support import (  # noqa: F401  (fixtures)
     database_intact, db, json_column, mcp, modern, no_server_errors, open_sse, parse_id, progress_values,
     resume_all, responses_to, run_call, server, statuses, wait_for,
 )
-from .live import ACCEPT_BOTH, VERSION, DaphneServer, MCPClient, manage_oauth_server, start_oauth_server
+from .live import ACCEPT_BOTH, ROOT, VERSION, DaphneServer, MCPClient, manage_oauth_server, start_oauth_server
 
 SOCKET_TIMEOUT = 10.0
 PING = b'{"jsonrpc":"2.0","id":1,"method":"ping"}'
@@ -2276,3 +2278,90 @@ def test_a_client_credentials_token_acts_as_its_client(oauth_server):
     finally:
         legacy.close()
         current.close()
+
+
+# Trace context (tracing): params._meta and the HTTP headers, both eras. The test daphnes record
+# spans (tests/live.py), so these values reach the span's parent, links and attributes.
+
+GOOD_TRACEPARENT = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+HOSTILE_TRACE_META = [
+    {"traceparent": 1}, {"traceparent": None}, {"traceparent": ["00", "x"]}, {"traceparent": {"a": 1}},
+    {"traceparent": ""}, {"traceparent": "x" * 100_000}, {"traceparent": "00-" + "0" * 32 + "-" + "0" * 16 + "-01"},
+    {"traceparent": "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"},
+    {"traceparent": GOOD_TRACEPARENT + "\r\nx-injected: 1"},
+    {"traceparent": GOOD_TRACEPARENT, "tracestate": "=" * 10_000},
+    {"traceparent": GOOD_TRACEPARENT, "tracestate": ["rojo=1"]},
+    {"traceparent": GOOD_TRACEPARENT, "baggage": "k=" + "v" * 100_000},
+    {"traceparent": GOOD_TRACEPARENT, "baggage": ",;=%%%"},
+]
+HOSTILE_TRACE_HEADERS = [
+    {"traceparent": "garbage"}, {"traceparent": "00-" + "f" * 32 + "-" + "f" * 16 + "-zz"},
+    {"traceparent": GOOD_TRACEPARENT, "tracestate": "a" * 8000}, {"baggage": "=" * 8000},
+]
+
+
+@pytest.mark.parametrize("meta", HOSTILE_TRACE_META, ids=range(len(HOSTILE_TRACE_META)))
+def test_hostile_trace_context_in_meta_is_ignored_in_both_eras(c, modern, meta):
+    message = request("tools/call", 7, {"name": "echo", "arguments": {"message": "m"}, "_meta": meta})
+    with open_sse(c, "POST", message) as reader:
+        reader.read_all()
+    assert reader.status == 200
+    assert reader.messages[-1] == {"jsonrpc": "2.0", "id": 7, "result": {"content": [{"type": "text", "text": "m"}]}}
+    client = modern()
+    reply = client.call("echo", {"message": "n"}, meta=client.meta(**meta))
+    assert reply.status == 200 and reply.result["content"] == [{"type": "text", "text": "n"}]
+
+
+@pytest.mark.parametrize("headers", HOSTILE_TRACE_HEADERS, ids=range(len(HOSTILE_TRACE_HEADERS)))
+def test_hostile_trace_context_in_headers_is_ignored(c, modern, headers):
+    response = c.post(request("tools/list", 8), headers=headers)
+    assert response.status_code == 200 and response.json()["result"]["tools"]
+    reply = modern().request("tools/list", headers=headers)
+    assert reply.status == 200 and reply.result["tools"]
+
+
+def test_initialize_with_hostile_trace_context_creates_its_session(mcp):
+    for meta, headers in zip(HOSTILE_TRACE_META, HOSTILE_TRACE_HEADERS * len(HOSTILE_TRACE_META)):
+        client = mcp()
+        body = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": VERSION, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}, "_meta": meta}}
+        response = client.http.post(client.url, json=body, headers=client.headers(headers))
+        assert response.status_code == 200 and response.headers["mcp-session-id"], (meta, response.text)
+
+
+def test_a_resumption_with_hostile_trace_headers_replays(c):
+    message = request("tools/call", 9, {"name": "echo", "arguments": {"message": "r"}})
+    with open_sse(c, "POST", message) as reader:
+        reader.read_all()
+    priming = reader.events[0].id
+    replay = c.http.get(c.url, headers=c.headers({"Last-Event-ID": priming, "traceparent": "x" * 4000,
+                                                  "tracestate": "\x7f"}, accept="text/event-stream"))
+    assert replay.status_code == 200 and '"text":"r"' in replay.text.replace(" ", "")
+
+
+# Django REST framework's authentication classes (mcp_transport.drf): what a client sends them.
+
+
+@pytest.fixture(scope="module")
+def drf_server():
+    s = DaphneServer({"AUTH_BACKENDS": ["mcp_transport.drf.DRFAuthentication"], "REQUIRE_AUTH": True},
+                     env={"MCP_TEST_DRF": "1"}).start()
+    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, check=True,
+                   env={**os.environ, **s.db_env(), "MCP_TEST_DRF": "1"})
+    yield s
+    s.stop()
+    shutil.rmtree(s.dir, ignore_errors=True)
+
+
+@pytest.mark.parametrize("raw_header", [
+    b"Authorization: Token", b"Authorization: Token a b", b"Authorization: Token \xff\xfe", b"Authorization: Token "
+    + b"x" * 6000, b"Authorization: Token ' OR 1=1 --", b"Authorization: Basic Og==",
+    b"Cookie: sessionid=" + b"x" * 4000, b"Cookie: sessionid=\"\\\"; csrftoken=;;;", b"Cookie: sessionid=../../etc",
+], ids=["empty", "spaces", "latin1", "6k", "sql", "basic", "4k-session", "quoted-session", "path-session"])
+def test_hostile_credentials_for_drf_are_401_or_anonymous(drf_server, raw_header):
+    response = exchange(drf_server.port, b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAccept: " + ACCEPT_BOTH.encode()
+                           + b"\r\nContent-Type: application/json\r\n" + raw_header + b"\r\nContent-Length: "
+                           + str(len(PING)).encode() + b"\r\nConnection: close\r\n\r\n" + PING)
+    assert_rpc_error(response, 401, -32600)
+    assert response.headers["www-authenticate"].startswith("Bearer")
+    assert _server_errors(open(drf_server.log_path, errors="replace").read()) == []

@@ -287,3 +287,73 @@ async def test_signals_for_sessions_and_tasks():
     assert seen[0][1]["session_id"] == client.session_id and seen[0][1]["client_info"]["name"]
     assert seen[2][1]["task_id"] == created["taskId"] and seen[2][1]["tool"] == "slow_compute"
     assert seen[3][1]["status"] == "completed"
+
+
+async def test_signals_for_requests_and_streams():
+    from mcp_transport import signals
+    from mcp_transport.testing import ModernCommunicator
+
+    seen = []
+
+    def record(signal_name):
+        async def receiver(sender, signal, **kwargs):
+            seen.append((signal_name, kwargs))
+        return receiver
+
+    names = ("request_started", "request_finished", "stream_disconnected", "stream_resumed")
+    receivers = {name: record(name) for name in names}
+    for name, receiver in receivers.items():
+        getattr(signals, name).connect(receiver)
+    try:
+        client = MCPCommunicator(application)
+        await client.initialize()
+        await client.call_tool("echo", {"message": "a"})
+        await client.call_tool("test_error_handling")
+        await client.call_tool("no_such_tool")
+        dropped = await client.call_tool("test_reconnection")
+        assert dropped.complete and not any("result" in m for m in dropped.messages)
+        stream_id = int(dropped.events[0].id.split("-")[0])
+        while await Stream.objects.filter(pk=stream_id, status=Stream.Status.OPEN).aexists():
+            await asyncio.sleep(0.02)  # the result is stored: the resumption replays it
+        resumed = await client.resume(dropped.events[0].id)
+        assert resumed.messages[-1]["result"]["content"][0]["text"].startswith("Reconnection")
+        modern = ModernCommunicator(application)
+        await modern.call_tool("echo", {"message": "b"})
+    finally:
+        for name, receiver in receivers.items():
+            getattr(signals, name).disconnect(receiver)
+    finished = [(kw["method"], kw["tool"], kw["outcome"], kw["protocol_version"]) for name, kw in seen
+                if name == "request_finished"]
+    legacy = client.version
+    assert finished == [
+        ("tools/call", "echo", "ok", legacy), ("tools/call", "test_error_handling", "tool_error", legacy),
+        ("tools/call", None, "error", legacy), ("tools/call", "test_reconnection", "ok", legacy),
+        ("tools/call", "echo", "ok", "2026-07-28"),
+    ]
+    started = [kw for name, kw in seen if name == "request_started"]
+    assert [kw["tool"] for kw in started] == [tool for _, tool, _, _ in finished]
+    assert all(kw["session_id"] == client.session_id for kw in started[:4]) and started[4]["session_id"] is None
+    assert all(kw["duration"] >= 0 and kw["server"] == "default" for name, kw in seen if name == "request_finished")
+    disconnected = [kw for name, kw in seen if name == "stream_disconnected"]
+    assert disconnected == [{"server": "default", "session_id": client.session_id, "stream_id": stream_id,
+                             "reason": "tool"}]
+    [resume] = [kw for name, kw in seen if name == "stream_resumed"]
+    assert resume == {"server": "default", "session_id": client.session_id, "stream_id": stream_id,
+                      "replayed": 1}
+
+
+async def test_a_failing_request_started_receiver_fails_the_request_not_the_server():
+    from mcp_transport import signals
+
+    async def broken(sender, **kwargs):
+        raise RuntimeError("a project's receiver failed")
+
+    signals.request_started.connect(broken)
+    try:
+        client = MCPCommunicator(application)
+        await client.initialize()
+        failed = await client.call_tool("echo", {"message": "a"})
+    finally:
+        signals.request_started.disconnect(broken)
+    assert failed.messages[-1]["error"]["code"] == -32603
+    assert (await client.call_tool("echo", {"message": "b"})).messages[-1]["result"]["content"][0]["text"] == "b"

@@ -30,7 +30,7 @@ from ..models import ModernRequest
 from ..storage import store
 from ..storage.executor import BatchExecutor
 from ..wakeups.relay import Relay
-from . import errors
+from . import errors, observe
 from .tasks import RunningTask, Tasks
 
 logger = logging.getLogger("mcp_transport")
@@ -178,7 +178,8 @@ class ModernRequests:
             if message.method in tasks.METHODS:
                 if not tasks.declared(meta.capabilities):
                     raise tasks.missing_extension()
-                result = await self.tasks.handle(server, message.method, params, principal)
+                result = await observe.request(server, message.method, params, ctx,
+                                               self.tasks.handle(server, message.method, params, principal))
                 return jsonrpc.result(message.id, server.modern.complete(message.method, result))
             running = await self.may_become_task(server, message, ctx, principal)
             if running is None:
@@ -208,8 +209,8 @@ class ModernRequests:
     async def outcome(server, message, ctx) -> dict:
         """The request's JSON-RPC response (its handler's result, or its error)."""
         params = message.params or {}
-        return await errors.response(message, metrics.measure(
-            server, message.method, params, server.modern.handle(message.method, params, ctx)))
+        return await errors.response(message, observe.request(
+            server, message.method, params, ctx, server.modern.handle(message.method, params, ctx)))
 
     async def may_become_task(self, server, message, ctx, principal: str) -> RunningTask | None:
         """A call of a tool that supports tasks, from a client that accepts them: it may become one.

@@ -15,7 +15,6 @@ from dataclasses import dataclass
 
 from django.conf import settings
 
-from .. import metrics
 from ..conf import mcp_settings
 from ..limits import StreamBudget, hit
 from ..models import Stream
@@ -26,7 +25,7 @@ from ..protocol.jsonrpc import JSONRPCError
 from ..storage import store
 from ..storage.executor import BatchExecutor
 from ..wakeups.relay import Relay
-from . import errors
+from . import errors, observe
 from .tasks import RunningTask, Tasks
 
 # Something a host may show the model while a 2025-11-25 task runs (the spec's provisional key).
@@ -195,13 +194,12 @@ class Requests:
     async def _answer(self, server, session, message, stream, scope) -> tuple[dict, str]:
         ctx = self.make_context(server, session, message, stream, scope)
         try:
+            params = message.params or {}
             if message.method in tasks.SESSION_METHODS:
-                result = await self.tasks.handle_session(server, session, message.method, message.params or {},
-                                                         session.principal, ctx)
+                handling = self.tasks.handle_session(server, session, message.method, params, session.principal, ctx)
             else:
-                params = message.params or {}
-                result = await metrics.measure(server, message.method, params,
-                                               server.dispatcher.handle(message.method, params, ctx))
+                handling = server.dispatcher.handle(message.method, params, ctx)
+            result = await observe.request(server, message.method, params, ctx, handling)
             return jsonrpc.result(message.id, result), Stream.Status.COMPLETED
         except JSONRPCError as exc:
             return jsonrpc.error_from(message.id, exc), Stream.Status.COMPLETED
@@ -339,8 +337,8 @@ class Requests:
     @staticmethod
     async def _task_outcome(server, message, ctx) -> dict:
         params = message.params or {}
-        return await errors.response(message, metrics.measure(
-            server, message.method, params, server.dispatcher.handle(message.method, params, ctx)))
+        return await errors.response(message, observe.request(
+            server, message.method, params, ctx, server.dispatcher.handle(message.method, params, ctx)))
 
     async def answer_now(self, server, session, message, scope=None) -> dict | None:
         """Run a request to completion for a JSON answer; None if the client cancelled it."""

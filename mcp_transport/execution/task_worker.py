@@ -17,7 +17,6 @@ import logging
 import os
 import socket
 
-from .. import metrics
 from ..conf import mcp_settings
 from ..models import Task
 from ..protocol import jsonrpc, modern, tasks
@@ -25,7 +24,7 @@ from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.server import get_server
 from ..storage import store
-from . import errors
+from . import errors, observe
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 
 try:
@@ -95,7 +94,7 @@ async def work(task_id: str) -> str:
     if row is None:
         return "not active"
     ctx, handler = await asyncio.to_thread(_context, row)
-    call = asyncio.ensure_future(metrics.measure(ctx.server, row.method, ctx.params,
+    call = asyncio.ensure_future(observe.request(ctx.server, row.method, ctx.params, ctx,
                                                  handler(row.method, ctx.params, ctx)))
     watch = asyncio.ensure_future(_hold(task_id, worker_id, call))
     try:

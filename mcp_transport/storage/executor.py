@@ -26,6 +26,7 @@ from typing import Any, Callable
 
 from django.db import close_old_connections, connections, router, transaction
 
+from .. import tracing
 from ..models import Stream
 
 logger = logging.getLogger("mcp_transport")
@@ -80,6 +81,22 @@ def batch_connection():
     between batches)."""
     return getattr(_batch, "db", None)
 
+
+def count_on_commit(instrument, amount: int) -> bool:
+    """Add `amount` to a counter (a metrics instrument) once the transaction of the calls this
+    thread runs commits: once per counter and batch, not once per call; nothing if it rolls back.
+    False when this thread runs no batch (the caller counts another way)."""
+    counts = getattr(_batch, "counts", None)
+    if counts is None:
+        return False
+    counts[instrument] = counts.get(instrument, 0) + amount
+    return True
+
+
+def _count(counts: dict):
+    for instrument, amount in counts.items():
+        instrument.inc(amount)
+
 # Loop turns between the first call queued and the batch taken: enough for the tasks a batch wakes
 # to queue their next writes into the next one, few enough not to delay a lone call
 # (BENCHMARKS.md has the comparison).
@@ -90,6 +107,10 @@ class BatchExecutor:
     def __init__(self):
         self._thread = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="mcp-db")
         self._queue: list[tuple] = []
+        # With tracing on: the spans of the requests whose calls are queued. A batch with any gets a
+        # span linked to them; one without (no request span was current) gets none, so the database
+        # thread adds no trace of its own nobody could reach from a request.
+        self._links: list = []
         self._running = False
         self._loop = None
 
@@ -98,9 +119,13 @@ class BatchExecutor:
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
             # A new event loop (tests run one per test): what the old one queued died with it.
-            self._loop, self._queue, self._running = loop, [], False
+            self._loop, self._queue, self._links, self._running = loop, [], [], False
         future = loop.create_future()
         self._queue.append((fn, args, kwargs, future))
+        if tracing.on and tracing.active():
+            link = tracing.current_link()
+            if link is not None:
+                self._links.append(link)
         if not self._running:
             self._running = True
             loop.create_task(self._drain(loop))
@@ -129,7 +154,11 @@ class BatchExecutor:
                 for _ in range(BATCH_TURNS):
                     await asyncio.sleep(0)
                 batch, self._queue = self._queue, []
-                results = await loop.run_in_executor(self._thread, _run_batch, batch)
+                links, self._links = self._links, []
+                if links:
+                    results = await self._traced(loop, batch, links)
+                else:
+                    results = await loop.run_in_executor(self._thread, _run_batch, batch)
                 for (_, _, _, future), (ok, value) in zip(batch, results):
                     if future.done():
                         continue
@@ -142,6 +171,18 @@ class BatchExecutor:
             if self._queue:
                 self._running = True
                 loop.create_task(self._drain(loop))
+
+    async def _traced(self, loop, batch, links):
+        span = tracing.start_batch(len(batch), sorted({getattr(fn, "__name__", type(fn).__name__)
+                                                      for fn, *_ in batch}), links)
+        try:
+            results = await loop.run_in_executor(self._thread, _run_batch, batch)
+            failed = sum(1 for ok, _ in results if not ok)
+            if failed and span.is_recording():
+                span.set_attribute("mcp_transport.batch.failed", failed)
+            return results
+        finally:
+            span.end()
 
     def close(self):
         """Close this thread's database connections (tests dropping their database need it)."""
@@ -156,11 +197,15 @@ class BatchExecutor:
 def _run_alone(alias, fn, calls):
     """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;
     if a merged run fails, each call again on its own. -> [(ok, result or exception)]"""
+    counts = _batch.counts = {}
     try:
         if isinstance(fn, Operation) and fn.own_transaction:
-            return [(True, result) for result in _call(fn, calls)]
-        with transaction.atomic(using=alias):
-            return [(True, result) for result in _call(fn, calls)]
+            outcomes = [(True, result) for result in _call(fn, calls)]
+        else:
+            with transaction.atomic(using=alias):
+                outcomes = [(True, result) for result in _call(fn, calls)]
+        _count(counts)
+        return outcomes
     except Exception as exc:
         _checked_at[0] = float("-inf")  # the connection may be why: check it before the next batch
         if len(calls) == 1:
@@ -210,14 +255,17 @@ def _run_batch(batch):
         runs = _runs(batch)
         if len(runs) == 1:
             return _run_alone(alias, *runs[0])
+        counts = _batch.counts = {}
         try:
             with transaction.atomic(using=alias):
-                return [(True, result) for fn, calls in runs for result in _call(fn, calls)]
+                outcomes = [(True, result) for fn, calls in runs for result in _call(fn, calls)]
         except Exception:
             close_old_connections()
             return [outcome for fn, args, kwargs, _ in batch for outcome in _run_alone(alias, fn, [(args, kwargs)])]
+        _count(counts)
+        return outcomes
     finally:
-        _batch.db = None
+        _batch.db = _batch.counts = None
 
 
 executor = BatchExecutor()

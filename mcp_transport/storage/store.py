@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from .. import metrics
 from ..models import Session, Stream
-from .executor import batch_connection, batched, database_alias, operation
+from .executor import batch_connection, batched, count_on_commit, database_alias, operation
 from .orm import TOUCH_EVERY, Store
 from .records import (  # noqa: F401
     MAX_ROW_ID, WORKER, NewRequestStream, PendingStream, StoredEvent, TaskView, stream_pk,
@@ -41,7 +41,7 @@ def implementation(db) -> type[Store]:
 
 def _counted(instrument, amount: int):
     """Count what this transaction wrote once it commits: a batch that fails runs again, call by call."""
-    if amount and metrics.on:
+    if amount and metrics.on and not count_on_commit(instrument, amount):
         transaction.on_commit(partial(instrument.inc, amount), using=database_alias())
 
 

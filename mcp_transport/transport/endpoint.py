@@ -17,7 +17,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from .. import auth, limits, metrics, policies
+from .. import auth, limits, metrics, policies, signals, tracing
 from ..conf import mcp_settings
 from ..eventids import format_event_id, format_event_ids, parse_event_id
 from ..execution import sessions, streams
@@ -308,19 +308,37 @@ class MCPEndpoint:
             await self.reject(too_many(exc), message.id)
 
     async def initialize(self, message):
+        if not (tracing.on and tracing.active()):
+            await self.create_session(message)
+            return
+        span = tracing.start_request("initialize", None, message.params, request_id=message.id, scope=self.scope)
+        token = tracing.use(span)
+        error = (jsonrpc.INTERNAL_ERROR, "Internal error")  # unless it answers
+        try:
+            error = await self.create_session(message, span)
+        finally:
+            tracing.leave(token)
+            tracing.end_request(span, *(error or (None, None)))
+
+    async def create_session(self, message, span=None) -> tuple[int, str] | None:
+        """Answer initialize: -> the JSON-RPC error it was answered with, if any."""
         try:
             result, version = self.server.dispatcher.initialize(message.params or {})
         except jsonrpc.JSONRPCError as exc:
             await self.send_json(400, jsonrpc.error_from(message.id, exc))
-            return
+            return exc.code, exc.message
         limit = mcp_settings.MAX_SESSIONS_PER_PRINCIPAL
         session_id = await sessions.create(self.server.name, version, message.params or {}, self.scope.get("user"),
                                            self.principal_id, limit)
         if session_id is None:
             exc = limits.hit(f"MAX_SESSIONS_PER_PRINCIPAL ({limit}) active sessions", principal=self.principal_id)
-            await self.reject(too_many(exc), message.id)
-            return
+            refused = too_many(exc)
+            await self.reject(refused, message.id)
+            return refused.code, refused.message
+        if span is not None:
+            tracing.session_started(span, version, session_id)
         await self.send_json(200, jsonrpc.result(message.id, result), self.session_headers(session_id))
+        return None
 
     async def notification(self, session, message):
         if message.method == "notifications/cancelled":
@@ -395,13 +413,25 @@ class MCPEndpoint:
                 stream_id, stream.kind, stream.method, stream.tool_name, reconnects=stream.reconnects + 1,
                 resumed=True))
 
-        follow = await streams.resume(session, stream_id, seq, terms_for)
-        if follow is None:
-            # Not 404: to a client that sent its session id, 404 says the session is gone.
-            raise Rejected(400, "Bad Request: Last-Event-ID names no event of this session")
-        replayed = len(follow.events)
-        await self.start_stream(session, follow, follow.terms, reprime=last_event_id)
+        span = tracing.start_replay(self.scope, session_id=session.id, stream_id=stream_id,
+                                    last_event_id=last_event_id) if tracing.on and tracing.active() else None
+        try:
+            follow = await streams.resume(session, stream_id, seq, terms_for)
+            if follow is None:
+                # Not 404: to a client that sent its session id, 404 says the session is gone.
+                raise Rejected(400, "Bad Request: Last-Event-ID names no event of this session")
+            replayed = len(follow.events)
+            await self.start_stream(session, follow, follow.terms, reprime=last_event_id)
+        except BaseException as exc:
+            if span is not None:
+                tracing.end_replay(span, exc)
+            raise
         metrics.replayed(replayed, started)
+        if span is not None:
+            tracing.end_replay(span, replayed=replayed)
+        if signals.stream_resumed.receivers:
+            await signals.stream_resumed.asend(sender=None, server=self.server.name, session_id=session.id,
+                                               stream_id=stream_id, replayed=replayed)
 
     async def send_complete(self, session, body: bytes):
         """A whole SSE response at once."""
@@ -422,7 +452,7 @@ class MCPEndpoint:
         await self.send_headers(200, SSE_HEADERS + self.session_headers(session.id))
         await self.send_body(first, more_body=True)
         terms.conn.events_sent = len(follow.events)
-        self.pump = asyncio.ensure_future(self.run_pump(follow, terms))
+        self.pump = asyncio.ensure_future(self.run_pump(follow, terms, session.id))
 
     def record_end(self, follow: streams.Follow, reason: str, retry_ms: int | None = None):
         if retry_ms is not None and reason != "replaced":
@@ -442,7 +472,7 @@ class MCPEndpoint:
         return head + sse.events(format_event_ids(events[0].stream_id, [e.seq for e in events]),
                                  [e.payload for e in events])
 
-    async def run_pump(self, follow: streams.Follow, terms: ConnectionTerms):
+    async def run_pump(self, follow: streams.Follow, terms: ConnectionTerms, session_id: str):
         reason = "client"
         self.closed_retry_ms = None
         held = metrics.labeled(metrics.connections, "stream")
@@ -458,6 +488,10 @@ class MCPEndpoint:
         finally:
             held.dec()
             self.record_end(follow, reason, self.closed_retry_ms)
+            if signals.stream_disconnected.receivers and reason != "completed":
+                await signals.stream_disconnected.asend(sender=None, server=self.server.name,
+                                                        session_id=session_id, stream_id=follow.stream_id,
+                                                        reason=reason)
 
     async def pump_loop(self, follow: streams.Follow, terms: ConnectionTerms) -> str:
         """Write the stream's events as they come; returns why the connection ended."""
