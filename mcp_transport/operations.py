@@ -153,4 +153,4 @@ def prune() -> Outcome:
     counts = store.prune()
     return Outcome(True, f"Pruned {counts['sessions']} session rows, {counts['streams']} stream rows "
                          f"(with their events), {counts['modern']} modern request rows of workers that are gone "
-                         f"and {counts['tasks']} tasks past their TTL.")
+                         f"and {counts['tasks']} tasks past their TTL (with their {counts['task_events']} events).")

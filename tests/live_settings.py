@@ -22,3 +22,9 @@ if os.environ.get("MCP_TEST_TASK_RUNNER") == "1":
     # Django's Tasks framework (the django-tasks backport on 5.2) with its database backend.
     INSTALLED_APPS = [*INSTALLED_APPS, "django_tasks", "django_tasks_db"]  # noqa: F405
     TASKS = {"default": {"BACKEND": "django_tasks_db.DatabaseBackend"}}
+
+if os.environ.get("MCP_TEST_REDIS_LAYER"):
+    # Processes that share a database also share wake-ups: channels-redis under this prefix.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
+        "hosts": [os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")],
+        "prefix": os.environ["MCP_TEST_REDIS_LAYER"]}}}

@@ -6,7 +6,8 @@ from mcp_transport import operations
 class Command(BaseCommand):
     help = (
         "Delete expired and terminated MCP sessions, streams finished more than EVENT_RETENTION_SECONDS ago "
-        "(with their events), and the 2026-07-28 requests of workers that are gone. Run it from cron, "
+        "(with their events), the 2026-07-28 requests of workers that are gone, and tasks past their TTL (with "
+        "their events). Run it from cron, "
         "e.g. every 10 minutes."
     )
 
