@@ -434,3 +434,20 @@ async def test_prune_removes_an_expired_task_with_its_events():
     assert pruned["tasks"] == 1 and pruned["task_events"] >= 1
     assert not await sync_to_async(TaskEvent.objects.filter(task_id=created["taskId"]).exists)()
     assert await task_events(kept["taskId"])
+
+
+async def test_a_session_task_whose_session_is_deleted_keeps_its_progress_against_itself():
+    from mcp_transport.models import Session
+
+    client = await session_client()
+    task = (await client.request("tools/call", {"name": "progress", "arguments": {"count": 3, "delay": 0.3},
+                                                "task": {}, "_meta": {"progressToken": 1}})).json["result"]["task"]
+    await sync_to_async(Session.objects.filter(pk=client.session_id).delete)()  # pruned while the task runs
+    for _ in range(100):
+        row = await sync_to_async(Task.objects.get)(pk=task["taskId"])
+        if row.terminal:
+            break
+        await asyncio.sleep(0.05)
+    assert row.status == "completed" and json.loads(row.result)["content"] == [{"type": "text", "text": "done 3"}]
+    events = await task_events(task["taskId"])
+    assert [body["params"]["message"] for kind, body in events if kind == "message"] == ["step 1", "step 2", "step 3"]

@@ -67,7 +67,12 @@ class TaskEventLog:
         if self.session_stream is not None:
             message = tasks.with_related(message, self.task_id)
             if self.stream_id is None:
-                self.stream_id = await self.session_stream()
+                try:
+                    self.stream_id = await self.session_stream()
+                except Exception:
+                    # Its session is gone (deleted, pruned): the task keeps its own record.
+                    logger.warning("Task %s has no session stream to send to", self.task_id, exc_info=True)
+                    self.session_stream = None
         item = (jsonrpc.dumps(message), timezone.now(), progress_text(message))
         if self.stream_id is None:
             write, new = executor.submit_items(store.add_task_events, self.task_id, [item])
