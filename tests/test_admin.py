@@ -433,8 +433,9 @@ def test_task_page_shows_the_timeline_of_its_events(admin_client):
             "notifications/progress", {"progressToken": "p", "progress": 2, "total": 2}))),
         (task, "status", json.dumps({"status": "completed"})),
     ]
-    TaskEvent.objects.bulk_create([TaskEvent(task=owner, kind=kind, payload=payload, created_at=t0 + timedelta(seconds=i))
-                                   for i, (owner, kind, payload) in enumerate(events, start=1)])
+    TaskEvent.objects.bulk_create([
+        TaskEvent(task=owner, kind=kind, payload=payload, created_at=t0 + timedelta(seconds=i))
+        for i, (owner, kind, payload) in enumerate(events, start=1)])
     with CaptureQueriesContext(connection) as queries:
         response = admin_client.get(reverse("admin:mcp_transport_task_change", args=[task.pk]))
     assert response.status_code == 200

@@ -159,8 +159,8 @@ def _context(row: Task):
     else:
         handler = server.modern.handle
         meta = modern.RequestMeta(modern.MODERN_VERSIONS[0], capabilities, None, None)
-    ctx = Context(server=server, session=session, request_id=None, params=params, host=WorkerHost(row.pk, row.session_id), user=row.user,
-                  modern=meta, task=QueuedTask(row.pk))
+    ctx = Context(server=server, session=session, request_id=None, params=params,
+                  host=WorkerHost(row.pk, row.session_id), user=row.user, modern=meta, task=QueuedTask(row.pk))
     return ctx, handler
 
 
