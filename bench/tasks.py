@@ -5,9 +5,10 @@ trips  database round trips on the store's database thread, in a process of its 
        and to read its result, through the store alone (`acreate_task`, `aget_task`, each alone in
        its batch, as a lone request has them) and through a whole 2026-07-28 request (a tools/call
        that becomes a task; tasks/get of a completed task, of a working one; an echo call beside
-       them; the completed one read again, from this process's finished tasks). PostgreSQL: libpq's
-       trace of that thread's connection, so BEGIN, COMMIT and the connection's health check count
-       as the round trips they are; every vendor: the statements Django's cursor ran
+       them; the completed one read again, from this process's finished tasks), and to store a burst
+       of a task's progress notifications (TaskEventLog, as a task's host writes them). PostgreSQL:
+       libpq's trace of that thread's connection, so BEGIN, COMMIT and the connection's health check
+       count as the round trips they are; every vendor: the statements Django's cursor ran
        (`execute_wrapper`). Heartbeat and wake-up sweep are pushed out of the way (LEASE_SECONDS,
        WAKEUP_SWEEP_SECONDS 600): what is counted is the request's own.
 held   N tasks working at once in one daphne process: N modern tools/call of slow_compute(seconds=S)
@@ -51,6 +52,8 @@ from bench.scenarios import ms, pct, short  # noqa: E402
 from bench.server import ROOT, SETTINGS, BenchServer, databases, pinning  # noqa: E402
 
 PARTS = ("trips", "held", "polls")
+# Progress notifications a task's tool sends back to back in the trips part: stored against the task.
+PROGRESS_BURST = 100
 OUT = ROOT / "test-output" / "bench-tasks.json"
 VERSION = "2026-07-28"
 EXTENSION = "io.modelcontextprotocol/tasks"
@@ -550,6 +553,7 @@ def _kind(statement: str) -> str:
 
 async def _trips_child(repeats: int) -> dict:
     from example_project.asgi import application
+    from mcp_transport.execution.task_events import TaskEventLog
     from mcp_transport.storage import store
     from mcp_transport.storage.executor import Operation, executor
     from mcp_transport.testing import ModernCommunicator
@@ -593,6 +597,17 @@ async def _trips_child(repeats: int) -> dict:
 
         await window(f"store create_task {i}", create)
         await window(f"store get_task {i}", get)
+
+        async def progress(task_id=task_id):
+            events = TaskEventLog(task_id)
+            for step in range(1, PROGRESS_BURST + 1):
+                await events.send({"jsonrpc": "2.0", "method": "notifications/progress", "params": {
+                    "progressToken": "bench", "progress": step, "total": PROGRESS_BURST}})
+            await events.flush()
+            row = await store.aget_task(task_id, "default", "")
+            checks.append(row.status_message == f"{PROGRESS_BURST} of {PROGRESS_BURST}")
+
+        await window(f"store task events x{PROGRESS_BURST} {i}", progress)
 
     for i in range(repeats):
         async def echo(i=i):

@@ -512,6 +512,29 @@ class Task(models.Model):
         return self.status not in Task.ACTIVE
 
 
+class TaskEvent(models.Model):
+    """A message about a task, stored against it whichever era and runner: the progress and log
+    messages its tool sent, the questions it asked, its status changes. The admin draws a task's
+    timeline from them (indexed by task); they are deleted with their task."""
+
+    class Kind(models.TextChoices):
+        MESSAGE = "message"  # a notification the tool sent: progress, a log message
+        QUESTION = "question"
+        STATUS = "status"
+
+    id = models.BigAutoField(primary_key=True)
+    task = models.ForeignKey(Task, on_delete=models.CASCADE, related_name="events", db_index=False)
+    kind = models.CharField(max_length=8, choices=Kind.choices, default=Kind.MESSAGE)
+    payload = models.TextField(help_text="JSON: the message as sent, the questions asked, or the new status")
+    created_at = models.DateTimeField(default=timezone.now)
+
+    class Meta:
+        indexes = [models.Index(fields=["task", "id"], name="mcp_taskevent_task")]
+
+    def __str__(self):
+        return f"{self.kind} event {self.pk} of task {self.task_id}"
+
+
 class Delivery(models.Model):
     """A message for one worker that must not be lost with a channel-layer message: a client's
     answer to a tool's request, or a cancellation. The worker's sweep reads what the relay missed."""

@@ -161,7 +161,8 @@ def prune() -> Outcome:
     counts = store.prune()
     return Outcome(True, f"Pruned {counts['sessions']} session rows, {counts['streams']} stream rows "
                          f"(with their events), {counts['modern']} modern request rows of workers that are gone"
-                         f", {counts['tasks']} tasks past their TTL and {counts['elicitations']} URL elicitations "
+                         f", {counts['tasks']} tasks past their TTL (with their {counts['task_events']} events) and "
+                         f"{counts['elicitations']} URL elicitations "
                          "of 2026-07-28 requests.")
 
 

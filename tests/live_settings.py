@@ -35,3 +35,9 @@ if os.environ.get("MCP_TEST_DRF") == "1":
         "rest_framework.authentication.TokenAuthentication",
         "rest_framework.authentication.SessionAuthentication",
     ]}
+
+if os.environ.get("MCP_TEST_REDIS_LAYER"):
+    # Processes that share a database also share wake-ups: channels-redis under this prefix.
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels_redis.core.RedisChannelLayer", "CONFIG": {
+        "hosts": [os.environ.get("MCP_REDIS_URL", "redis://127.0.0.1:6379/0")],
+        "prefix": os.environ["MCP_TEST_REDIS_LAYER"]}}}

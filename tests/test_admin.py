@@ -24,7 +24,7 @@ from django.utils import timezone
 from mcp_transport import operations
 from mcp_transport.admin import timeline
 from mcp_transport.admin.display import pretty_json, summarize
-from mcp_transport.models import Event, Session, Stream, StreamConnection, Task, Worker
+from mcp_transport.models import Event, Session, Stream, StreamConnection, Task, TaskEvent, Worker
 from mcp_transport.protocol import jsonrpc, tasks
 from mcp_transport.storage import store
 from mcp_transport.wakeups import relay
@@ -424,42 +424,42 @@ def test_task_page_shows_the_timeline_of_its_events(admin_client):
     session = make_session()
     task = make_task(status=Task.Status.COMPLETED, session=session, tool="progress")
     other = make_task(session=session)
-    get = make_stream(session, kind=Stream.Kind.STANDALONE, events=0, primed=False)
     t0 = task.created_at
-    messages = [
-        about_task(task.pk, jsonrpc.notification("notifications/progress", {"progressToken": "p", "progress": 1,
-                                                                            "total": 2, "message": "step 1"})),
-        about_task(task.pk, jsonrpc.notification("notifications/message", {"level": "info", "data": "half way"})),
-        about_task(other.pk, jsonrpc.notification("notifications/progress", {"progressToken": "q", "progress": 9})),
-        jsonrpc.dumps(jsonrpc.notification("notifications/tasks/status", tasks.session_fields(tasks.task_fields(
-            task.pk, "input_required", created_at=t0, updated_at=t0, ttl_ms=None, poll_interval_ms=1000,
-            status_message="Waiting for confirmation")))),
-        about_task(task.pk, {"jsonrpc": "2.0", "id": 5, "method": "elicitation/create",
-                             "params": {"message": "Sure?", "requestedSchema": {"type": "object"}}}),
-        about_task(task.pk, jsonrpc.notification("notifications/progress", {"progressToken": "p", "progress": 2,
-                                                                            "total": 2})),
-        jsonrpc.dumps(jsonrpc.notification("notifications/tasks/status", tasks.session_fields(tasks.task_fields(
-            task.pk, "completed", created_at=t0, updated_at=t0, ttl_ms=None, poll_interval_ms=1000)))),
+    events = [
+        (task, "message", about_task(task.pk, jsonrpc.notification(
+            "notifications/progress", {"progressToken": "p", "progress": 1, "total": 2, "message": "step 1"}))),
+        (task, "message", about_task(task.pk, jsonrpc.notification(
+            "notifications/message", {"level": "info", "data": "half way"}))),
+        (other, "message", about_task(other.pk, jsonrpc.notification(
+            "notifications/progress", {"progressToken": "q", "progress": 9}))),
+        (task, "question", json.dumps({"confirm": {"method": "elicitation/create", "params": {"message": "Sure?"}}})),
+        (task, "status", json.dumps({"status": "working", "answered": ["confirm"]})),
+        (task, "message", about_task(task.pk, jsonrpc.notification(
+            "notifications/progress", {"progressToken": "p", "progress": 2, "total": 2}))),
+        (task, "status", json.dumps({"status": "completed"})),
     ]
-    Event.objects.bulk_create([Event(stream=get, seq=i, payload=payload, created_at=t0 + timedelta(seconds=i))
-                               for i, payload in enumerate(messages, start=1)])
-    response = admin_client.get(reverse("admin:mcp_transport_task_change", args=[task.pk]))
+    TaskEvent.objects.bulk_create([
+        TaskEvent(task=owner, kind=kind, payload=payload, created_at=t0 + timedelta(seconds=i))
+        for i, (owner, kind, payload) in enumerate(events, start=1)])
+    with CaptureQueriesContext(connection) as queries:
+        response = admin_client.get(reverse("admin:mcp_transport_task_change", args=[task.pk]))
     assert response.status_code == 200
+    assert not [q["sql"] for q in queries if re.search(r"mcp_transport_event\b", q["sql"])]  # the task's own rows
     page = text(response)
     start = page.index('class="mcp-timeline"')
     svg = page[start:page.index("</svg>", start)]
     assert 'aria-label="Task timeline"' in svg and ">status</text>" in svg
     assert svg.count('class="event message"') == 3  # two progress notifications and the log message
-    assert svg.count('class="event status"') == 2 and svg.count('class="event question"') == 1
+    assert svg.count('class="event status"') == 1 and svg.count('class="event question"') == 1
+    assert svg.count('class="event final"') == 1
     assert "progress (process runner)" in svg and "ended completed" in svg and "conn live" not in svg
     events = page[page.index('id="mcp-task-events"'):]
     assert "Events (6)" in events
-    summaries = re.findall(r"<td>((?:notifications|request)[^<]*)</td>", events)
+    summaries = re.findall(r"<td>((?:notifications|asks|status)[^<]*)</td>", events)
     assert summaries == ["notifications/progress 1/2 step 1", "notifications/message info",
-                         "notifications/tasks/status input_required: Waiting for confirmation",
-                         "request elicitation/create", "notifications/progress 2/2",
-                         "notifications/tasks/status completed"]
-    assert f">{get.pk}-3<" not in events  # the other task's
+                         "asks confirm: elicitation/create", "status working (answered confirm)",
+                         "notifications/progress 2/2", "status completed"]
+    assert "progress 9" not in events  # the other task's
 
 
 def test_a_working_task_page_offers_cancel_and_a_task_without_events_says_why(admin_client):
@@ -763,11 +763,9 @@ def test_detail_page_queries_do_not_grow_with_events(admin_client, django_assert
 def test_task_page_queries_do_not_grow_with_its_events(admin_client, django_assert_num_queries):
     pages = {}
     for count in (3, 800):
-        session = make_session()
-        task = make_task(session=session)
-        get = make_stream(session, kind=Stream.Kind.STANDALONE, events=0, primed=False)
-        Event.objects.bulk_create([
-            Event(stream=get, seq=i, payload=about_task(task.pk, jsonrpc.notification(
+        task = make_task()
+        TaskEvent.objects.bulk_create([
+            TaskEvent(task=task, payload=jsonrpc.dumps(jsonrpc.notification(
                 "notifications/progress", {"progressToken": "p", "progress": i, "total": count})))
             for i in range(1, count + 1)])
         pages[count] = reverse("admin:mcp_transport_task_change", args=[task.pk])

@@ -2044,6 +2044,27 @@ def test_a_listen_for_tasks_hears_its_principals_own_and_nothing_of_others(auth_
     assert _poll(ben, mine)["status"] == "completed"
 
 
+@pytest.mark.parametrize("token", ["nul\u0000here", "\ufffe" * 3, "t" * 20_000, {"nested": [1, {"x": None}]},
+                                   -1e308, True], ids=["nul", "noncharacters", "20k", "object", "huge", "bool"])
+def test_odd_progress_tokens_of_a_task_are_stored_with_its_events_and_answer_polls(modern, example_server, token):
+    """A task's progress is stored against it with the client's progress token in it, whatever the
+    token: the task still completes, its polls answer, its status message is the tool's text."""
+    client = modern(capabilities=TASKS_EXTENSION)
+    created = client.call("progress", {"count": 6, "delay": 0.15}, meta=client.meta(progressToken=token))
+    assert created.status == 200 and created.result["resultType"] == "task", created.text
+    messages = set()
+    for _ in range(300):
+        reply = client.send(client.message("tasks/get", {"taskId": created.result["taskId"]}))
+        assert reply.status == 200 and "error" not in reply.messages[-1], reply.text
+        if reply.result["status"] != "working":
+            break
+        messages.add(reply.result.get("statusMessage"))
+        time.sleep(0.05)
+    assert reply.result["status"] == "completed" and reply.result["result"]["content"][0]["text"] == "done 6"
+    assert messages - {None} <= {f"step {i}" for i in range(1, 7)} and messages - {None}, messages
+    assert database_intact(example_server)
+
+
 def _messages(response) -> list[dict]:
     """A JSON answer, or the data of an SSE one."""
     if response.headers["content-type"].startswith("application/json"):

@@ -455,8 +455,10 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     assert [await f for f in merged] == [False] * 3
     for fn in (store.resume_stream, store.attach, store.events_after, store.connected, store.open_request_stream):
         assert isinstance(fn, Operation) and fn.own_transaction
-    # A task's creation, its polls and its outcome are one statement each: no BEGIN / COMMIT around them.
-    for fn in (store.create_task, store.get_task, store.get_task_by_id, store.task_answers, store.finish_task):
+    # A task's creation and its polls are one statement each: no BEGIN / COMMIT around them. Its
+    # outcome is two writes (the row, its status event): in the batch's transaction.
+    assert not isinstance(store.finish_task, Operation)
+    for fn in (store.create_task, store.get_task, store.get_task_by_id, store.task_answers):
         assert isinstance(fn, Operation) and fn.own_transaction, fn.__name__
     assert store.open_request_stream.many is not None and store.append.__name__ == "append"
 

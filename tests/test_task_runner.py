@@ -8,6 +8,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -15,13 +16,15 @@ import pytest
 
 from mcp_transport.testing import ModernCommunicator
 
-from .live import ROOT, DaphneServer
+from .http_support import PROGRESS, open_sse, rpc
+from .live import ROOT, DaphneServer, MCPClient
 
 pytestmark = pytest.mark.timeout(180)
 
 EXTENSION = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
 TRANSPORT = {"TASK_RUNNER": "django_tasks", "TASK_GRACE_SECONDS": 0}
 ENV = {"MCP_TEST_TASK_RUNNER": "1"}
+RELATED = "io.modelcontextprotocol/related-task"
 
 
 class Modern:
@@ -52,24 +55,36 @@ class Modern:
 
 
 @pytest.fixture
-def setup():
-    directory = tempfile.mkdtemp(prefix="mcp-task-runner-")
-    db = os.path.join(directory, "db.sqlite3")
-    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.live_settings", "MCP_EXAMPLE_DB": db, **ENV,
-           "PYTHONUNBUFFERED": "1"}
-    subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
-    log = open(Path(directory) / "db_worker.log", "wb")
-    worker = subprocess.Popen([sys.executable, "manage.py", "db_worker", "--interval", "0.1", "--no-startup-delay",
-                               "--no-reload"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        yield db, worker, Path(directory) / "db_worker.log"
-    finally:
+def start_worker():
+    """start(env) -> (SQLite file, db_worker process, its log, the environment): migrated, running."""
+    started = []
+
+    def start(extra_env: dict):
+        directory = tempfile.mkdtemp(prefix="mcp-task-runner-")
+        db = os.path.join(directory, "db.sqlite3")
+        env = {**os.environ, "DJANGO_SETTINGS_MODULE": "tests.live_settings", "MCP_EXAMPLE_DB": db, **extra_env,
+               "PYTHONUNBUFFERED": "1"}
+        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], cwd=ROOT, env=env, check=True)
+        log = open(Path(directory) / "db_worker.log", "wb")
+        worker = subprocess.Popen([sys.executable, "manage.py", "db_worker", "--interval", "0.1",
+                                   "--no-startup-delay", "--no-reload"], cwd=ROOT, env=env, stdout=log,
+                                  stderr=subprocess.STDOUT)
+        started.append((worker, log))
+        return db, worker, Path(directory) / "db_worker.log", env
+
+    yield start
+    for worker, log in started:
         worker.terminate()
         try:
             worker.wait(10)
         except subprocess.TimeoutExpired:
             worker.kill()
         log.close()
+
+
+@pytest.fixture
+def setup(start_worker):
+    return start_worker(ENV)[:3]
 
 
 def test_a_task_runs_in_the_tasks_worker_and_survives_a_restart_of_daphne(setup):
@@ -116,3 +131,70 @@ def test_a_queued_task_asks_the_client_and_can_be_cancelled(setup):
         # The worker stopped the work: it takes the next task at once, not in a minute.
         quick = client.request("tools/call", {"name": "slow_compute", "arguments": {"seconds": 0.2}})["result"]
         assert client.poll(quick["taskId"], timeout=20)["status"] == "completed", log.read_text()[-3000:]
+
+
+def redis_layer_env() -> dict:
+    """daphne and the db_worker woken through channels-redis, under a prefix of this test's own."""
+    return {**ENV, "MCP_TEST_REDIS_LAYER": f"mcp-test-{uuid.uuid4().hex[:8]}"}
+
+
+def test_a_session_client_gets_the_progress_of_a_task_the_tasks_worker_runs(start_worker):
+    env = redis_layer_env()
+    db, worker, log, _ = start_worker(env)
+    # No sweep of the table for missed wake-ups: what reaches the GET stream comes by the relay.
+    with DaphneServer({**TRANSPORT, "WAKEUP_SWEEP_SECONDS": 600}, env=env, db=db) as server:
+        client = MCPClient(server.url)
+        client.initialize()
+        with open_sse(client, "GET", timeout=30) as stream:
+            _, created = rpc(client, "tools/call", {"name": "progress", "arguments": {"count": 4, "delay": 0.3},
+                                                    "task": {}, "_meta": {"progressToken": "far"}})
+            task_id = created["result"]["task"]["taskId"]
+            progress = []
+            while len(progress) < 4:
+                message = stream.read_until(lambda m: m.get("method") == PROGRESS)
+                assert message is not None, log.read_text()[-3000:]
+                progress.append(message["params"])
+        assert [p["message"] for p in progress] == ["step 1", "step 2", "step 3", "step 4"]
+        assert all(p["progressToken"] == "far" and p["_meta"][RELATED] == {"taskId": task_id} for p in progress)
+        _, result = rpc(client, "tasks/result", {"taskId": task_id})
+        assert result["result"]["content"] == [{"type": "text", "text": "done 4"}], log.read_text()[-3000:]
+        # A client that resumes its GET stream from the start gets them again: they are stored there.
+        with open_sse(client, "GET", headers={"Last-Event-ID": stream.events[0].id}, timeout=10) as again:
+            replayed = [again.read_until(lambda m: m.get("method") == PROGRESS)["params"] for _ in range(4)]
+        assert replayed == progress
+    assert worker.poll() is None, log.read_text()[-3000:]
+
+
+def test_the_admin_shows_the_events_of_a_modern_task_the_tasks_worker_ran(start_worker):
+    db, worker, log, env = start_worker(ENV)
+    subprocess.run([sys.executable, "manage.py", "shell", "-c",
+                    "from django.contrib.auth.models import User; User.objects.create_superuser('op', '', 'pw')"],
+                   cwd=ROOT, env=env, check=True)
+    with DaphneServer(TRANSPORT, env=ENV, db=db) as server:
+        client = Modern(server.url)
+        created = client.request("tools/call", {"name": "progress", "arguments": {"count": 3, "delay": 0.4},
+                                                "_meta": {"progressToken": "p"}})["result"]
+        task_id = created["taskId"]
+        messages = set()
+        while True:
+            task = client.request("tasks/get", {"taskId": task_id})["result"]
+            if task["status"] != "working":
+                break
+            messages.add(task.get("statusMessage"))
+            time.sleep(0.1)
+        assert task["status"] == "completed", (task, log.read_text()[-3000:])
+        assert messages & {"step 1", "step 2", "step 3"}, messages  # its progress, in tasks/get
+        base = server.url.rsplit("/mcp", 1)[0]
+        admin = httpx.Client(base_url=base, timeout=30, follow_redirects=True)
+        admin.get("/admin/login/")
+        admin.post("/admin/login/?next=/admin/", data={
+            "username": "op", "password": "pw", "csrfmiddlewaretoken": admin.cookies["csrftoken"]},
+            headers={"referer": f"{base}/admin/login/"})
+        page = admin.get(f"/admin/mcp_transport/task/{task_id}/change/")
+        assert page.status_code == 200 and "mcp-task-events" in page.text, page.text[:2000]
+        events = page.text[page.text.index('id="mcp-task-events"'):]
+        for i in (1, 2, 3):
+            assert f"notifications/progress {i}/3 step {i}" in events
+        assert "status completed" in events and "Events (4)" in events
+        timeline = page.text[page.text.index('class="mcp-timeline"'):]
+        assert timeline.count('class="event message"') == 3 and timeline.count('class="event final"') == 1

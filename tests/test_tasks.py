@@ -454,3 +454,107 @@ async def test_a_finished_task_is_answered_from_memory_for_its_principal_until_a
     await sync_to_async(operations.prune)()
     gone = await client.request("tasks/get", {"taskId": task_id}, headers=ann)
     assert gone.json["error"]["code"] == -32602
+
+
+# A task's own events (TaskEvent): its progress and log messages, questions and status changes
+
+
+async def task_events(task_id: str) -> list[tuple[str, dict]]:
+    from mcp_transport.models import TaskEvent
+
+    rows = await sync_to_async(list)(TaskEvent.objects.filter(task_id=task_id).order_by("id")
+                                     .values_list("kind", "payload"))
+    return [(kind, json.loads(payload)) for kind, payload in rows]
+
+
+async def test_a_modern_tasks_progress_is_stored_against_it_and_shows_as_its_status_message():
+    client = tasks_client()
+    created = (await client.request("tools/call", {"name": "progress", "arguments": {"count": 8, "delay": 0.15},
+                                                   "_meta": {"progressToken": "p"}})).result
+    assert created["resultType"] == "task"
+    seen = set()
+    while True:
+        task = (await client.request("tasks/get", {"taskId": created["taskId"]})).result
+        if task["status"] != "working":
+            break
+        seen.add(task.get("statusMessage"))
+        await asyncio.sleep(0.05)
+    assert task["status"] == "completed" and "statusMessage" not in task
+    assert seen & {f"step {i}" for i in range(5, 9)}, seen  # the tool's progress, while it worked
+    events = await task_events(created["taskId"])
+    progress = [body["params"] for kind, body in events if kind == "message"]
+    # The notifications sent after the call became a task (those before went on its connection).
+    assert progress and [p["message"] for p in progress] == [f"step {i}" for i in range(9 - len(progress), 9)]
+    assert all(p["progressToken"] == "p" and "_meta" not in p for p in progress)
+    assert events[-1] == ("status", {"status": "completed"})
+
+
+async def test_a_session_tasks_progress_is_stored_against_it_and_on_its_sessions_get_stream():
+    from mcp_transport.models import Event, Stream
+
+    client = await session_client()
+    task = (await client.request("tools/call", {"name": "progress", "arguments": {"count": 3, "delay": 0.02},
+                                                "task": {}, "_meta": {"progressToken": 7}})).json["result"]["task"]
+    await client.request("tasks/result", {"taskId": task["taskId"]})
+    events = await task_events(task["taskId"])
+    messages = [body for kind, body in events if kind == "message"]
+    assert [m["params"]["message"] for m in messages] == ["step 1", "step 2", "step 3"]
+    related = {"io.modelcontextprotocol/related-task": {"taskId": task["taskId"]}}
+    assert all(m["params"]["_meta"] == related for m in messages)
+    assert events[-1] == ("status", {"status": "completed"})
+    on_stream = await sync_to_async(list)(Event.objects.filter(
+        stream__session_id=client.session_id, stream__kind=Stream.Kind.STANDALONE,
+        payload__contains="notifications/progress").order_by("seq").values_list("payload", flat=True))
+    assert [json.loads(p) for p in on_stream] == messages
+
+
+async def test_a_tasks_questions_answers_and_cancel_are_its_events():
+    client = tasks_client(elicitation={})
+    created = (await client.call_tool("confirm_delete", {"path": "/e"})).result
+    await poll(client, created["taskId"], until=("input_required",))
+    await client.request("tasks/update", {"taskId": created["taskId"], "inputResponses": {
+        "confirm": {"action": "accept", "content": {"ok": True}}}})
+    await poll(client, created["taskId"])
+    kinds = [(kind, body.get("status")) for kind, body in await task_events(created["taskId"])]
+    assert kinds == [("question", None), ("status", "working"), ("status", "completed")]
+    (_, asked), = [e for e in await task_events(created["taskId"]) if e[0] == "question"]
+    assert asked["confirm"]["method"] == "elicitation/create"
+
+    slow = (await client.call_tool("slow_compute", {"seconds": 30})).result
+    await client.request("tasks/cancel", {"taskId": slow["taskId"]})
+    assert await task_events(slow["taskId"]) == [
+        ("status", {"status": "cancelled", "statusMessage": "Cancelled by the client"})]
+
+
+async def test_prune_removes_an_expired_task_with_its_events():
+    from mcp_transport.models import TaskEvent
+    from mcp_transport.storage import store
+
+    client = tasks_client()
+    created = (await client.call_tool("failing_job")).result
+    await poll(client, created["taskId"])
+    kept = (await client.call_tool("failing_job")).result
+    await poll(client, kept["taskId"])
+    assert await task_events(created["taskId"])
+    await sync_to_async(Task.objects.filter(pk=created["taskId"]).update)(expires_at=timezone.now())
+    pruned = await sync_to_async(store.prune)()
+    assert pruned["tasks"] == 1 and pruned["task_events"] >= 1
+    assert not await sync_to_async(TaskEvent.objects.filter(task_id=created["taskId"]).exists)()
+    assert await task_events(kept["taskId"])
+
+
+async def test_a_session_task_whose_session_is_deleted_keeps_its_progress_against_itself():
+    from mcp_transport.models import Session
+
+    client = await session_client()
+    task = (await client.request("tools/call", {"name": "progress", "arguments": {"count": 3, "delay": 0.3},
+                                                "task": {}, "_meta": {"progressToken": 1}})).json["result"]["task"]
+    await sync_to_async(Session.objects.filter(pk=client.session_id).delete)()  # pruned while the task runs
+    for _ in range(100):
+        row = await sync_to_async(Task.objects.get)(pk=task["taskId"])
+        if row.terminal:
+            break
+        await asyncio.sleep(0.05)
+    assert row.status == "completed" and json.loads(row.result)["content"] == [{"type": "text", "text": "done 3"}]
+    events = await task_events(task["taskId"])
+    assert [body["params"]["message"] for kind, body in events if kind == "message"] == ["step 1", "step 2", "step 3"]

@@ -11,8 +11,8 @@ Two lanes over one time axis, from the creation to the end (or now):
   events costs one indexed query of a few hundred rows.
 - task page (`collect_task`), status: one bar from the task's creation to its end (or on to
   the right edge while it works), ended by a red mark if it failed or was cancelled.
-- task page, events: the stored messages about the task (progress and log messages, status
-  notifications, questions to the client, the result delivered), the newest `MAX_EVENTS`.
+- task page, events: the task's own events (progress and log messages, questions to the client,
+  status changes, its end), the newest `MAX_EVENTS`.
 
 Everything is escaped; every mark has a <title> tooltip.
 """
@@ -23,12 +23,9 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from xml.sax.saxutils import escape
 
-from django.db.models import Q
 from django.utils import timezone
 
-from ..models import Event, Stream, StreamConnection, Task
-from ..protocol import jsonrpc
-from ..protocol.tasks import RELATED_TASK
+from ..models import Event, Stream, StreamConnection, Task, TaskEvent
 from .display import summarize
 
 MAX_EVENTS = 500
@@ -41,7 +38,7 @@ EVENT_Y = 78
 AXIS_Y = 116
 HEIGHT = 140
 ENDED_NORMALLY = {"completed", "ended", ""}
-# An event's tick by kind: a stream's events (`Event.Kind`), and what a task's events are (`task_tick_kind`).
+# An event's tick by kind: a stream's events (`Event.Kind`), and what a task's events are (`task_line`).
 TICK_COLORS = {Event.Kind.PRIMING: "#999999", Event.Kind.MESSAGE: "#417690", Event.Kind.FINAL: "#2e7d32",
                "status": "#c77c02", "question": "#8e44ad"}
 TALL_TICKS = {Event.Kind.FINAL, "status", "question"}
@@ -243,55 +240,52 @@ def svg(stream: Stream, primed: bool, now: datetime | None = None, alive_workers
 
 
 
-# A task's events: the messages stored about it, which say so in their related-task `_meta`.
+# A task's events: what is stored against it (`TaskEvent`).
 
 
 @dataclass
-class TaskEvent:
-    event: Event
+class TaskEventLine:
+    event: TaskEvent
     kind: str  # a key of TICK_COLORS
     summary: str
 
 
-STATUS_NOTIFICATION = "notifications/tasks/status"
 TASK_LIVE = {Task.Status.WORKING: "working now", Task.Status.INPUT_REQUIRED: "waiting for input now"}
 
 
-def task_tick_kind(payload: str) -> str:
-    """status: a `notifications/tasks/status`; question: a request to the client (elicitation,
-    sampling); final: the task's result or error delivered; message: progress, logs and the rest."""
+def _loaded(payload: str):
     try:
-        message = json.loads(payload) if len(payload) < 65536 else None
+        return json.loads(payload) if len(payload) < 65536 else None
     except ValueError:
-        message = None
-    if not isinstance(message, dict):
-        return Event.Kind.MESSAGE
-    method = message.get("method")
-    if method == STATUS_NOTIFICATION:
-        return "status"
-    if method is not None:
-        return "question" if "id" in message else Event.Kind.MESSAGE
-    return Event.Kind.FINAL
+        return None
 
 
-def task_events(task: Task, limit: int = MAX_EVENTS) -> tuple[list[TaskEvent], int]:
-    """The newest `limit` events about a task, oldest first, and how many there are: the messages of
-    its session's streams carrying its related-task `_meta` (a 2025-11-25 task's progress, log
-    messages, status notifications and questions go to its session's GET stream; a status
-    notification names its task in its params). A task with no session (2026-07-28) has none."""
-    if not task.session_id:
-        return [], 0
-    about = jsonrpc.dumps({RELATED_TASK: {"taskId": task.pk}})[1:-1]
-    status = jsonrpc.dumps(jsonrpc.notification(STATUS_NOTIFICATION, {"taskId": task.pk}))[1:-2]
-    rows = Event.objects.filter(Q(payload__contains=about) | Q(payload__contains=status),
-                                stream__session_id=task.session_id)
+def task_line(event: TaskEvent) -> TaskEventLine:
+    """An event's tick and one line: message (progress, log), question, status (a change while it
+    runs), final (its end: completed, failed or cancelled)."""
+    body = _loaded(event.payload)
+    if event.kind == TaskEvent.Kind.STATUS and isinstance(body, dict):
+        status = str(body.get("status", ""))
+        summary = f"status {status}" + (f": {body['statusMessage']}" if body.get("statusMessage") else "") \
+            + (f" (answered {', '.join(map(str, body['answered']))})" if body.get("answered") else "")
+        return TaskEventLine(event, "status" if status in Task.ACTIVE else Event.Kind.FINAL, summary)
+    if event.kind == TaskEvent.Kind.QUESTION and isinstance(body, dict):
+        asked = [f"{key}: {request.get('method', '?')}" for key, request in body.items() if isinstance(request, dict)]
+        return TaskEventLine(event, "question", "asks " + ", ".join(asked))
+    return TaskEventLine(event, Event.Kind.MESSAGE, summarize(event.payload))
+
+
+def task_events(task: Task, limit: int = MAX_EVENTS) -> tuple[list[TaskEventLine], int]:
+    """The newest `limit` events of a task, oldest first, and how many it has: one query on the
+    (task, id) index, and a count only past `limit`."""
+    rows = TaskEvent.objects.filter(task=task)
     events = list(rows.order_by("-id")[:limit])
     events.reverse()
     total = len(events) if len(events) < limit else rows.count()
-    return [TaskEvent(e, task_tick_kind(e.payload), summarize(e.payload)) for e in events], total
+    return [task_line(e) for e in events], total
 
 
-def collect_task(task: Task, events: list[TaskEvent], total: int, now: datetime | None = None) -> Timeline:
+def collect_task(task: Task, events: list[TaskEventLine], total: int, now: datetime | None = None) -> Timeline:
     """A task's timeline from its row (status, times, worker) and its events (`task_events`)."""
     now = now or timezone.now()
     end = task.finished_at or now
@@ -302,13 +296,13 @@ def collect_task(task: Task, events: list[TaskEvent], total: int, now: datetime 
                 live_label=TASK_LIVE.get(task.status, ""),
                 until=TASK_LIVE.get(task.status) or f"ended {task.status}"
                 + (f": {task.status_message}" if task.status_message else ""))
-    ticks = [Tick(e.event.seq, e.kind, e.event.created_at,
-                  f"event {e.event.event_id} at {_fmt_time(e.event.created_at)}: {e.summary}") for e in events]
+    ticks = [Tick(e.event.pk, e.kind, e.event.created_at, f"{_fmt_time(e.event.created_at)}: {e.summary}")
+             for e in events]
     start = min([task.created_at, *(t.at for t in ticks)])
     end = max([end, *(t.at for t in ticks)])
     return Timeline(start, end, [span], ticks, total, 1, lanes=("status", "events"), subject="Task timeline",
                     partial="drawn (the newest)")
 
 
-def task_svg(task: Task, events: list[TaskEvent], total: int, now: datetime | None = None) -> str:
+def task_svg(task: Task, events: list[TaskEventLine], total: int, now: datetime | None = None) -> str:
     return render(collect_task(task, events, total, now))

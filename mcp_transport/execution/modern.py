@@ -62,9 +62,12 @@ class ModernHost:
         self.running: RunningTask | None = None
 
     async def send(self, message: dict):
-        """To the call's connection; once the call is a task, nowhere (tasks carry no progress)."""
+        """To the call's connection; once the call is a task, stored against it (the extension
+        sends no notifications about a task: its progress shows as the task's status message)."""
         if self.running is None or self.running.task_id is None:
             await self.emit(message)
+        else:
+            await self.running.events.send(message)
 
     async def request(self, method, params, timeout):
         raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "A 2026-07-28 request asks the client through its result")

@@ -26,6 +26,7 @@ from ..storage import store
 from ..storage.executor import BatchExecutor
 from ..wakeups.relay import Relay
 from . import errors, observe
+from .task_events import TaskEventLog
 from .tasks import RunningTask, Tasks
 
 # Something a host may show the model while a 2025-11-25 task runs (the spec's provisional key).
@@ -149,14 +150,16 @@ class RequestHost:
 
 class TaskHost(RequestHost):
     """A 2025-11-25 task's host: no stream of its own (the call answered with the task); its
-    notifications go to the session's GET stream, saying which task they are about."""
+    notifications are stored against the task and on the session's GET stream, saying which task
+    they are about."""
 
     def __init__(self, requests: "Requests", session, task_id: str):
         super().__init__(requests, session, None)
         self.task_id = task_id
+        self.events = TaskEventLog(task_id, lambda: requests.standalone_stream(session.id), requests.relay.publish)
 
     async def send(self, message: dict):
-        await self.requests.send_to_session(self.session.id, tasks.with_related(message, self.task_id))
+        await self.events.send(message)
 
 
 class Requests:
@@ -176,12 +179,17 @@ class Requests:
     def remember_standalone(self, session_id: str, stream_id: int):
         self.standalone[session_id] = stream_id
 
-    async def send_to_session(self, session_id: str, message: dict):
-        """Store a server-initiated message on the session's standalone GET stream and wake its reader."""
+    async def standalone_stream(self, session_id: str) -> int:
+        """The id of the session's standalone GET stream (created if missing)."""
         stream_id = self.standalone.get(session_id)
         if stream_id is None:
             stream_id, _, _ = await store.astandalone_stream(session_id)
             self.standalone[session_id] = stream_id
+        return stream_id
+
+    async def send_to_session(self, session_id: str, message: dict):
+        """Store a server-initiated message on the session's standalone GET stream and wake its reader."""
+        stream_id = await self.standalone_stream(session_id)
         self.relay.publish(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(message)]))
 
     def make_context(self, server, session, message, stream, scope=None) -> Context:

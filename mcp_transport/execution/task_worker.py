@@ -24,8 +24,11 @@ from ..protocol.context import Context
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.server import get_server
 from ..storage import store
+from ..wakeups import messages
+from ..wakeups.relay import ALL_WORKERS, Sender
 from . import errors, observe
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
+from .task_events import TaskEventLog
 
 try:
     from django.tasks import task
@@ -36,11 +39,42 @@ logger = logging.getLogger("mcp_transport")
 
 
 class WorkerHost:
-    """protocol.context.Host in a Tasks worker: no connection to write to (a task's progress and
-    log messages go nowhere), blocking code in a thread."""
+    """protocol.context.Host in a Tasks worker: no connection to write to. A task's progress and
+    log messages are stored against it; a 2025-11-25 task's also on its session's GET stream, whose
+    reader, on whichever web worker holds it, is woken through the channel layer. Blocking code
+    runs in a thread."""
+
+    def __init__(self, task_id: str, session_id: str | None):
+        self.session_id = session_id
+        self.wakes: set[asyncio.Task] = set()
+        self.events = TaskEventLog(task_id, self._session_stream if session_id else None, self._wake)
+        self.sender = Sender(f"tasks@{socket.gethostname()}-{os.getpid()}"[:100]) if session_id else None
 
     async def send(self, message: dict):
-        pass
+        await self.events.send(message)
+
+    async def _session_stream(self) -> int:
+        stream_id, _, _ = await store.astandalone_stream(self.session_id)
+        return stream_id
+
+    def _wake(self, stream_id: int, events: list):
+        if events:
+            wake = asyncio.ensure_future(self._send_wake(stream_id, events[-1].seq))
+            self.wakes.add(wake)
+            wake.add_done_callback(self.wakes.discard)
+
+    async def _send_wake(self, stream_id: int, seq: int):
+        try:
+            await self.sender.send_async(messages.wake(stream_id, seq, group=ALL_WORKERS))
+        except Exception:
+            logger.warning("Channel layer unavailable: the wake-up of stream %s waits for the workers' sweep",
+                           stream_id, exc_info=True)
+
+    async def flush(self):
+        """Every message stored, and its readers woken, before the outcome."""
+        await self.events.flush()
+        if self.wakes:
+            await asyncio.gather(*list(self.wakes), return_exceptions=True)
 
     async def request(self, method, params, timeout):
         raise JSONRPCError(jsonrpc.INTERNAL_ERROR, "A task asks the client through its own questions")
@@ -109,6 +143,7 @@ async def work(task_id: str) -> str:
         payload = {"error": errors.internal(exc)}
     finally:
         watch.cancel()
+        await ctx.host.flush()
     return await asyncio.to_thread(_finish, row, payload)
 
 
@@ -123,8 +158,8 @@ def _context(row: Task):
     else:
         handler = server.modern.handle
         meta = modern.RequestMeta(modern.MODERN_VERSIONS[0], capabilities, None, None)
-    ctx = Context(server=server, session=session, request_id=None, params=params, host=WorkerHost(), user=row.user,
-                  modern=meta, task=QueuedTask(row.pk))
+    ctx = Context(server=server, session=session, request_id=None, params=params,
+                  host=WorkerHost(row.pk, row.session_id), user=row.user, modern=meta, task=QueuedTask(row.pk))
     return ctx, handler
 
 

@@ -32,6 +32,7 @@ from ..storage import store
 from ..wakeups.relay import Relay
 from . import errors
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
+from .task_events import TaskEventLog
 
 logger = logging.getLogger("mcp_transport")
 
@@ -72,6 +73,7 @@ class RunningTask:
         self.work: asyncio.Task | None = None
         self.wake = asyncio.Event()
         self.stopped_for: str | None = None
+        self.events: TaskEventLog | None = None  # once it is a task
 
     async def become_task(self, status_message: str | None = None) -> bool:
         if self.creating is None:
@@ -87,6 +89,10 @@ class RunningTask:
     async def _create(self, status_message: str):
         params = self.message.params or {}
         request = {k: v for k, v in params.items() if k not in ("_meta", "inputResponses", "requestState", "task")}
+        meta = params.get("_meta")
+        if isinstance(meta, dict) and "progressToken" in meta:
+            # Another runner runs the call again from this: its progress goes to the same token.
+            request["_meta"] = {"progressToken": meta["progressToken"]}
         ttl = mcp_settings.TASK_TTL_SECONDS
         ttl_ms = int(ttl * 1000) if ttl is not None else None
         if self.ttl_ms is not None:
@@ -104,6 +110,7 @@ class RunningTask:
         if status_message:
             row.status_message = status_message
         self.task_id = row.pk
+        self.events = TaskEventLog(row.pk)
         metrics.tasks_created.inc()
         if self.runner == "process":
             self.tasks_here.running[row.pk] = self

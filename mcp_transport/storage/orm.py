@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from contextlib import nullcontext
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Callable
 
 from django.db import transaction
@@ -21,7 +21,7 @@ from django.utils import timezone
 
 from ..conf import mcp_settings
 from ..models import (Delivery, Elicitation, Event, ModernRequest, Session, Stream, StreamConnection, Subscription,
-                      Task, Worker, elicitation_key, hash_uri, retention_cutoff)
+                      Task, TaskEvent, Worker, elicitation_key, hash_uri, retention_cutoff)
 from .records import (
     MAX_ROW_ID, PRIMING, TASK_VIEW_COLUMNS, WORKER, NewRequestStream, PendingStream, StoredEvent, TaskView,
     early_events, message_kinds, stream_pk,
@@ -38,6 +38,11 @@ INSERT_CHARS = 2_000_000
 def _json(value) -> str:
     """JSON as text every database stores: ASCII (a NUL is the six characters \\u0000)."""
     return json.dumps(value, ensure_ascii=True, separators=(",", ":"), default=str)
+
+
+def _status(status: str, message: str) -> dict:
+    """A task's status change as its event stores it."""
+    return {"status": status, "statusMessage": message} if message else {"status": status}
 
 
 def _storable(text, max_length: int | None = None) -> str:
@@ -359,9 +364,10 @@ class Store:
         streams, _ = self.rows(Stream).past_retention().delete()
         sessions, _ = self.rows(Session).prunable().delete()
         modern = self.forget_orphaned_modern()
-        tasks, _ = self.rows(Task).expired().delete()
+        _, deleted = self.rows(Task).expired().delete()  # their events with them
         elicitations, _ = self.rows(Elicitation).prunable().delete()
-        return {"streams": streams, "sessions": sessions, "modern": modern, "tasks": tasks,
+        return {"streams": streams, "sessions": sessions, "modern": modern,
+                "tasks": deleted.get(Task._meta.label, 0), "task_events": deleted.get(TaskEvent._meta.label, 0),
                 "elicitations": elicitations}
 
     # URL-mode elicitations
@@ -460,7 +466,10 @@ class Store:
             if task is None:
                 return None
             pending, answered = json.loads(task.input_requests), json.loads(task.input_responses)
-            pending.update({k: v for k, v in requests.items() if k not in answered})
+            asked = {k: v for k, v in requests.items() if k not in answered and k not in pending}
+            pending.update(asked)
+            if asked:
+                self.rows(TaskEvent).create(task_id=task_id, kind=TaskEvent.Kind.QUESTION, payload=_json(asked))
             if pending:
                 self.rows(Task).filter(pk=task_id).update(
                     input_requests=_json(pending), status=Task.Status.INPUT_REQUIRED, updated_at=timezone.now())
@@ -493,6 +502,7 @@ class Store:
                 self.rows(Task).filter(pk=task_id).update(
                     input_requests=task.input_requests, input_responses=task.input_responses, status=task.status,
                     updated_at=task.updated_at)
+                self._status_events([task_id], {"status": task.status, "answered": sorted(taken)}, task.updated_at)
             return task
 
     def cancel_task(self, task_id: str, server: str | None, principal: str | None, message: str = "") -> Task | None:
@@ -503,18 +513,24 @@ class Store:
         mine = self.rows(Task).filter(pk=task_id)
         if server is not None:
             mine = mine.filter(server=server, principal=principal)
-        mine.filter(status__in=Task.ACTIVE).update(
-            status=Task.Status.CANCELLED, status_message=message, input_requests="{}", updated_at=now, finished_at=now)
-        return mine.first()
+        with self.atomic():
+            if mine.filter(status__in=Task.ACTIVE).update(status=Task.Status.CANCELLED, status_message=message,
+                                                          input_requests="{}", updated_at=now, finished_at=now):
+                self._status_events([task_id], _status(Task.Status.CANCELLED, message), now)
+            return mine.first()
 
     def finish_task(self, task_id: str, status: str, result: dict | None = None, error: dict | None = None,
                     message: str = "") -> bool:
         """The task's outcome, unless it already has one (a cancel came first): -> whether stored."""
         now = timezone.now()
-        return bool(self.rows(Task).filter(pk=task_id, status__in=Task.ACTIVE).update(
-            status=status, result=_json(result) if result is not None else "",
-            error=_json(error) if error is not None else "", status_message=message, input_requests="{}",
-            updated_at=now, finished_at=now))
+        with self.atomic():
+            stored = bool(self.rows(Task).filter(pk=task_id, status__in=Task.ACTIVE).update(
+                status=status, result=_json(result) if result is not None else "",
+                error=_json(error) if error is not None else "", status_message=message, input_requests="{}",
+                updated_at=now, finished_at=now))
+            if stored:
+                self._status_events([task_id], _status(status, message), now)
+            return stored
 
     def ended_tasks(self, task_ids: list[str]) -> list[str]:
         """Which of these tasks are no longer active (cancelled from another worker, say)."""
@@ -532,7 +548,24 @@ class Store:
                 self.rows(Task).filter(pk__in=ids, status__in=Task.ACTIVE).update(
                     status=Task.Status.FAILED, error=_json(error), status_message=message, input_requests="{}",
                     updated_at=now, finished_at=now)
+                self._status_events(ids, _status(Task.Status.FAILED, message), now)
         return ids
+
+    def _status_events(self, task_ids: list[str], change: dict, now):
+        payload = _json(change)
+        self.rows(TaskEvent).bulk_create([TaskEvent(task_id=task_id, kind=TaskEvent.Kind.STATUS, payload=payload,
+                                                    created_at=now) for task_id in task_ids])
+
+    def add_task_events(self, task_id: str, items: list[tuple[str, datetime, str | None]]) -> int:
+        """Messages a task's tool sent: (payload, when, status text or None). The last status text (a
+        progress message's) becomes the active task's status message. -> how many were stored."""
+        self.rows(TaskEvent).bulk_create([TaskEvent(task_id=task_id, kind=TaskEvent.Kind.MESSAGE, payload=payload,
+                                                    created_at=at) for payload, at, _ in items])
+        texts = [text for _, _, text in items if text]
+        if texts:
+            self.rows(Task).filter(pk=task_id, status__in=Task.ACTIVE).update(
+                status_message=_storable(texts[-1]), updated_at=items[-1][1])
+        return len(items)
 
     # 2026-07-28 requests held open
 

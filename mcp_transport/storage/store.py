@@ -322,10 +322,24 @@ def cancel_task(task_id: str, server: str | None, principal: str | None, message
     return current().cancel_task(task_id, server, principal, message)
 
 
-@operation(own_transaction=True)
 def finish_task(task_id: str, status: str, result: dict | None = None, error: dict | None = None,
                 message: str = "") -> bool:
     return current().finish_task(task_id, status, result, error, message)
+
+
+def add_task_events(task_id: str, items: list[tuple]) -> int:
+    """Messages a task's tool sent, stored against the task: (payload, when, status text or None);
+    the last status text becomes the active task's status message. Queued with
+    `executor.submit_items`, a burst is one write."""
+    return current().add_task_events(task_id, items)
+
+
+def add_session_task_events(target: tuple[str, int], items: list[tuple]) -> list[StoredEvent]:
+    """`add_task_events`, and the same messages at the end of the task's session's GET stream
+    (`target`: task id, stream id), in one write: -> the stream's new events."""
+    task_id, stream_id = target
+    current().add_task_events(task_id, items)
+    return append(stream_id, [payload for payload, _, _ in items])
 
 
 def ended_tasks(task_ids: list[str]) -> list[str]:

@@ -366,6 +366,10 @@ class Sender:
                 store.deliver(d.worker, d.session_id, d.kind, d.payload)
         async_to_sync(self._send_all)(signals)
 
+    async def send_async(self, *signals: Signal):
+        """`send` from an event loop, for signals that store no `Delivery` (wake-ups)."""
+        await self._send_all(signals)
+
     async def _send_all(self, signals):
         for signal in signals:
             await self.layer.group_send(signal.group, {**signal.message, ORIGIN: self.origin})
