@@ -168,7 +168,8 @@ class BatchExecutor:
                         future.set_exception(value)
         finally:
             self._running = False
-            if self._queue:
+            # A loop closing under a batch (a test's, a server's at exit) takes its queue with it.
+            if self._queue and not loop.is_closed():
                 self._running = True
                 loop.create_task(self._drain(loop))
 
