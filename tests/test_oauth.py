@@ -15,12 +15,12 @@ import hashlib
 import json
 import secrets
 import subprocess
-from html.parser import HTMLParser
 from urllib.parse import parse_qs, urlsplit
 
 import httpx
 import pytest
 
+from .interop.form_fields import HiddenFields as Form
 from .live import ROOT, DaphneServer, manage_oauth_server as manage, start_oauth_server
 from .test_interop import mcp2_python  # noqa: F401  (fixture: the mcp 2.x venv)
 
@@ -36,20 +36,6 @@ def oauth_server():
     server = start_oauth_server(superuser=(USER, PASSWORD))
     yield server
     server.stop()
-
-
-class Form(HTMLParser):
-    """The fields of a page's form (the last one with an input), as a browser would post them."""
-
-    def __init__(self, html: str):
-        super().__init__()
-        self.fields: dict[str, str] = {}
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "input" and attrs.get("type") == "hidden" and attrs.get("name"):
-            self.fields[attrs["name"]] = attrs.get("value") or ""
 
 
 class Browser:

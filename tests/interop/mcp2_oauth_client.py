@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import sys
 import traceback
-from html.parser import HTMLParser
 from importlib.metadata import version
 from urllib.parse import parse_qs, urlsplit
 
@@ -22,19 +21,9 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
+from form_fields import HiddenFields  # beside this script
+
 REDIRECT_URI = "http://127.0.0.1:9/callback"
-
-
-class HiddenFields(HTMLParser):
-    def __init__(self, html: str):
-        super().__init__()
-        self.fields: dict[str, str] = {}
-        self.feed(html)
-
-    def handle_starttag(self, tag, attrs):
-        attrs = dict(attrs)
-        if tag == "input" and attrs.get("type") == "hidden" and attrs.get("name"):
-            self.fields[attrs["name"]] = attrs.get("value") or ""
 
 
 class Storage:
