@@ -368,7 +368,7 @@ def test_streams_of_a_deleted_session_show_how_they_ended(admin_client):
     page = flat(text(admin_client.get(STREAMS)))
     session_page = flat(text(admin_client.get(reverse("admin:mcp_transport_session_change", args=[deleted.pk]))))
     for status, stream in ended.items():
-        row = next(r for r in page.split("<tr") if f'/stream/{stream.pk}/change/' in r)
+        row = next(r for r in result_rows(page) if f'/stream/{stream.pk}/change/' in r)
         assert f'class="mcp-badge mcp-{status}"' in row and "mcp-expired" not in row
         in_session = next(r for r in session_page.split("<tr") if f'/stream/{stream.pk}/change/' in r)
         assert f"mcp-{status}" in in_session
@@ -379,7 +379,7 @@ def test_a_stream_held_by_a_stopped_worker_is_not_connected(admin_client):
     make_worker("gone", stale=True)
     stream = make_stream(make_session(), kind=Stream.Kind.STANDALONE, connected="gone", worker="gone")
     page = flat(text(admin_client.get(STREAMS)))
-    row = next(r for r in page.split("<tr") if f'/stream/{stream.pk}/change/' in r)
+    row = next(r for r in result_rows(page) if f'/stream/{stream.pk}/change/' in r)
     assert "mcp-resumable" in row and "connected now" not in row and "worker gone" in row
     detail = text(admin_client.get(reverse("admin:mcp_transport_stream_change", args=[stream.pk])))
     assert "connected now" not in detail and "conn live" not in detail
@@ -414,9 +414,9 @@ def test_task_list_filters_by_status_and_shows_who_what_where_and_how_long(admin
         listed = {t.pk for t in admin_client.get(TASKS + f"?status__exact={status}").context["cl"].result_list}
         assert listed == ({task.pk, queued.pk} if status == Task.Status.WORKING else {task.pk})
     page = flat(text(admin_client.get(TASKS)))
-    row = next(r for r in page.split("<tr") if "queued_tool" in r)
+    row = next(r for r in result_rows(page) if "queued_tool" in r)
     assert "token:abcd" in row and "django_tasks" in row and "s so far" in row
-    done = next(r for r in page.split("<tr") if "tool_completed" in r)
+    done = next(r for r in result_rows(page) if "tool_completed" in r)
     assert "30.0 s" in done and "user:1" in done and "so far" not in done
 
 

@@ -500,7 +500,7 @@ def _elicitation_id(ctx: Context, purpose: str) -> str:
     """The same id on every call of one client (its session, else its principal), naming neither:
     a 2026-07-28 retry must ask the same question again."""
     owner = ctx.session.id if ctx.session is not None else f"principal:{ctx.principal}"
-    return f"{purpose}-{salted_hmac('example.elicitation', owner).hexdigest()[:32]}"
+    return f"{purpose}-{salted_hmac('example.elicitation', owner, algorithm='sha256').hexdigest()[:32]}"
 
 
 def _page_url(ctx: Context, elicitation_id: str) -> str:
