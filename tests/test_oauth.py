@@ -20,7 +20,7 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from .interop.form_fields import HiddenFields as Form
+from .interop.oauth_parts import HiddenFields as Form, MemoryStorage
 from .live import ROOT, DaphneServer, manage_oauth_server as manage, start_oauth_server
 from .test_interop import mcp2_python  # noqa: F401  (fixture: the mcp 2.x venv)
 
@@ -64,26 +64,6 @@ class Browser:
         location = answer.headers["location"]
         assert location.startswith(REDIRECT_URI), location
         return {key: values[0] for key, values in parse_qs(urlsplit(location).query).items()}
-
-
-class MemoryStorage:
-    """The client's TokenStorage: what it registered and the tokens it holds."""
-
-    def __init__(self):
-        self.tokens = None
-        self.client_info = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
 
 
 def oauth_provider(server, browser: Browser, storage: MemoryStorage):

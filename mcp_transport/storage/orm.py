@@ -359,8 +359,8 @@ class Store:
 
     def prune(self) -> dict:
         """Delete expired and terminated sessions, finished streams past their retention, the
-        modern requests of workers that are gone, and 2026-07-28 requests' URL elicitations as old
-        as an idle session."""
+        modern requests of workers that are gone, tasks past their TTL (their events with them),
+        and 2026-07-28 requests' URL elicitations as old as an idle session."""
         streams, _ = self.rows(Stream).past_retention().delete()
         sessions, _ = self.rows(Session).prunable().delete()
         modern = self.forget_orphaned_modern()

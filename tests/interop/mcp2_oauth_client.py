@@ -21,26 +21,9 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientMetadata
 
-from form_fields import HiddenFields  # beside this script
+from oauth_parts import HiddenFields, MemoryStorage  # beside this script
 
 REDIRECT_URI = "http://127.0.0.1:9/callback"
-
-
-class Storage:
-    def __init__(self):
-        self.tokens = self.client_info = None
-
-    async def get_tokens(self):
-        return self.tokens
-
-    async def set_tokens(self, tokens):
-        self.tokens = tokens
-
-    async def get_client_info(self):
-        return self.client_info
-
-    async def set_client_info(self, client_info):
-        self.client_info = client_info
 
 
 async def main(url: str, username: str, password: str) -> dict:
@@ -72,7 +55,7 @@ async def main(url: str, username: str, password: str) -> dict:
             metadata = OAuthClientMetadata(client_name="mcp 2.x tests", redirect_uris=[REDIRECT_URI],
                                            grant_types=["authorization_code", "refresh_token"],
                                            response_types=["code"], token_endpoint_auth_method="none")
-            provider = OAuthClientProvider(url, metadata, Storage(), redirect_handler, callback_handler)
+            provider = OAuthClientProvider(url, metadata, MemoryStorage(), redirect_handler, callback_handler)
             http = httpx.AsyncClient(auth=provider, timeout=30, event_hooks={"response": [on_response]})
             async with http:
                 with anyio.fail_after(120):
