@@ -182,9 +182,22 @@ class ModernPost:
             return
         if message.method == "subscriptions/listen":
             await self.listen(agreed, meta, ticket)
+        elif not self.server.dispatcher.streams(message.method):
+            await self.answer_now(meta, inputs, ticket)
         else:
             endpoint.pump = asyncio.ensure_future(self.call(meta, inputs, ticket))
             endpoint.pump.add_done_callback(ticket.release)
+
+    async def answer_now(self, meta, inputs, ticket):
+        """A request that sends no notifications (a list, discovery, a task poll): one JSON body,
+        awaited here, without the streaming machinery a call needs."""
+        try:
+            payload = await worker.modern.run(self.server, self.message, self.endpoint.scope, meta, inputs,
+                                              _no_notifications, self.endpoint.principal_id, ticket)
+        finally:
+            ticket.release()
+        error = payload.get("error")
+        await self.endpoint.send_json(modern.http_status(error["code"]) if error else 200, payload)
 
     async def call(self, meta, inputs, ticket):
         endpoint = self.endpoint
@@ -278,3 +291,7 @@ class ModernPost:
                 await endpoint.send_body(sse.event(None, jsonrpc.dumps(item)), more_body=True)
         finally:
             worker.modern.close_listen(listen)
+
+
+async def _no_notifications(message: dict):
+    """What a non-streaming request logs goes nowhere, as under JSON_RESPONSE."""
