@@ -48,13 +48,14 @@ def mcp_database_settled(transactional_db, mcp_database_thread):
     Torn down after the test's event loop is closed (nothing queues more) and before
     `transactional_db` flushes: the batch the thread took last (a request's write, the worker's
     heartbeat) may still be running, and its locks against the flush's TRUNCATE of every table
-    deadlock on PostgreSQL. The finished tasks the process remembers go with the rows. Tests that
+    deadlock on PostgreSQL. What the process remembers of the rows (sessions, finished tasks) goes
+    with them. Tests that
     build their own communicators under `django_db(transaction=True)` use it:
     `pytest.mark.usefixtures("mcp_database_settled")`.
     """
     yield
     executor.settle()
-    store.forget_finished_tasks()
+    store.recent.clear()
 
 
 @pytest.fixture

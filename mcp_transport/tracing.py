@@ -18,6 +18,8 @@ the W3C headers of the HTTP request) is linked; without `_meta` context the ambi
 """
 from __future__ import annotations
 
+import time
+
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
@@ -35,9 +37,13 @@ INSTRUMENTATION = "mcp_transport"
 MAX_ATTRIBUTE_CHARS = 256
 PROPAGATION_KEYS = ("traceparent", "tracestate", "baggage")
 
+# A tracer provider set after the first request is seen within this many seconds.
+PROVIDER_RECHECK_SECONDS = 1.0
+
 on = False
 _tracer = None
 _provider_set = False
+_provider_checked = float("-inf")
 
 
 def available() -> bool:
@@ -46,20 +52,25 @@ def available() -> bool:
 
 def configure():
     """Bind `on` and the tracer for the current setting (at startup, on setting_changed)."""
-    global on, _tracer
+    global on, _tracer, _provider_checked
     try:
         wanted = mcp_settings.TRACING is True
     except Exception:  # a malformed MCP_TRANSPORT: the system checks say what is wrong
         wanted = False
     on = wanted and available()
     _tracer = trace.get_tracer(INSTRUMENTATION) if on else None
+    _provider_checked = float("-inf")
 
 
 def active() -> bool:
-    """Whether spans are made: `on`, and a tracer provider set (once set, it stays)."""
-    global _provider_set
-    if not _provider_set:
-        _provider_set = on and not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
+    """Whether spans are made: `on`, and a tracer provider set (once set, it stays). Until one is,
+    this looks again at most every PROVIDER_RECHECK_SECONDS: it is asked several times a request."""
+    global _provider_set, _provider_checked
+    if not _provider_set and on:
+        now = time.monotonic()
+        if now - _provider_checked >= PROVIDER_RECHECK_SECONDS:
+            _provider_checked = now
+            _provider_set = not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
     return on and _provider_set
 
 

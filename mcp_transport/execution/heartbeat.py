@@ -55,12 +55,18 @@ class Heartbeat:
                                        for stream_id, log_id, reason, when in records])
 
     async def beat(self):
-        await store.aheartbeat(socket.gethostname(), os.getpid())
-        if not self.relay.remote and not self.warned_alone:
-            await self.warn_if_not_alone()
-        await store.atouch_sessions_holding(list(self.relay.bus.held_streams()))
-        await store.aforget_orphaned_modern()
-        for task_id in await store.afail_orphaned_tasks(errors.TASK_LOST, "Its worker stopped before it finished"):
+        """One batch of the database thread (queued together, run in this order in one transaction):
+        this worker's lease, its held sessions, then what dead workers left."""
+        ask_peers = not self.relay.remote and not self.warned_alone
+        _, peers, _, _, orphaned_tasks = await asyncio.gather(
+            store.aheartbeat(socket.gethostname(), os.getpid()),
+            store.apeers() if ask_peers else _nothing(),
+            store.atouch_sessions_holding(list(self.relay.bus.held_streams())),
+            store.aforget_orphaned_modern(),
+            store.afail_orphaned_tasks(errors.TASK_LOST, "Its worker stopped before it finished"))
+        if ask_peers:
+            self.warn_if_not_alone(peers)
+        for task_id in orphaned_tasks:
             logger.warning("Task %s failed: its worker's lease expired", task_id)
             await self.tasks.changed(task_id)
         await self.tasks.sweep()
@@ -69,11 +75,10 @@ class Heartbeat:
             logger.warning("Stream %s failed: its worker's lease expired", stream_id)
             self.relay.publish(stream_id, [e for e in failed if e.stream_id == stream_id])
 
-    async def warn_if_not_alone(self):
+    def warn_if_not_alone(self, peers: list[tuple[str, int]]):
         """Several processes on one database (gunicorn or uvicorn `--workers`, several daphnes)
         with a channel layer that reaches this process only: what one worker tells another never
         arrives. No system check can see how many workers a server will fork; their heartbeats can."""
-        peers = await store.apeers()
         if peers:
             self.warned_alone = True
             logger.warning(
@@ -98,3 +103,6 @@ class Heartbeat:
                 logger.warning("Heartbeat failed; retrying", exc_info=True)
             await asyncio.sleep(FLUSH_SECONDS)
 
+
+async def _nothing():
+    return None

@@ -1,8 +1,9 @@
 """This process as an MCP worker: its identity and everything it holds in memory, in one object.
 
-Nothing below keeps per-process state of its own: the bus, the relay, the requests in flight,
-the heartbeat, the shutdown handler and the reconnect guard are the worker's, and each part is
-given the others it needs. Its background duties start with the server's `lifespan.startup`
+Nothing below keeps per-process state of its own: the database thread and the store's short
+memory (storage's, made there because storage sits below this layer), the bus, the relay, the
+requests in flight, the tasks, the heartbeat, the shutdown handler and the reconnect guard are
+the worker's, and each part is given the others it needs. Its background duties start with the server's `lifespan.startup`
 (uvicorn, gunicorn's UvicornWorker), or with its first request under daphne, which has no lifespan.
 """
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from ..limits import ReconnectGuard
 from ..storage import store
 from ..storage.executor import BatchExecutor, executor
+from ..storage.recent import Recent
 from ..wakeups import relay as wakeups
 from ..wakeups.bus import Bus
 from ..wakeups.relay import Relay
@@ -23,10 +25,11 @@ from .tasks import Tasks
 
 
 class Worker:
-    def __init__(self, worker_id: str, db: BatchExecutor):
+    def __init__(self, worker_id: str, db: BatchExecutor, recent: Recent):
         self.id = worker_id
         self.pid = os.getpid()  # the id's process: a fork shares the id, and must not serve
         self.executor = db
+        self.recent = recent
         self.bus = Bus()
         self.relay = Relay(worker_id, self.bus)
         self.requests = Requests(worker_id, db, self.relay)
@@ -75,4 +78,4 @@ class Worker:
         return await store.aelicitation_completed(server_name, elicitation_id, principal)
 
 
-worker = Worker(store.WORKER, executor)
+worker = Worker(store.WORKER, executor, store.recent)

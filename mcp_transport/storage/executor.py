@@ -97,6 +97,12 @@ def _count(counts: dict):
     for instrument, amount in counts.items():
         instrument.inc(amount)
 
+# How often the database thread checks its connection (CONN_MAX_AGE, CONN_HEALTH_CHECKS) between
+# batches: a check per batch costs PostgreSQL a round trip per batch. After a failure the next
+# batch checks at once.
+CHECK_EVERY = 1.0
+
+
 # Loop turns between the first call queued and the batch taken: enough for the tasks a batch wakes
 # to queue their next writes into the next one, few enough not to delay a lone call
 # (BENCHMARKS.md has the comparison).
@@ -113,6 +119,8 @@ class BatchExecutor:
         self._links: list = []
         self._running = False
         self._loop = None
+        # When the database thread last checked its connection (monotonic); -inf: check before the next batch.
+        self.checked_at = float("-inf")
 
     def submit(self, fn, *args, **kwargs) -> asyncio.Future:
         """Queue now (the order of submission is the order of execution), await later or never."""
@@ -158,7 +166,7 @@ class BatchExecutor:
                 if links:
                     results = await self._traced(loop, batch, links)
                 else:
-                    results = await loop.run_in_executor(self._thread, _run_batch, batch)
+                    results = await loop.run_in_executor(self._thread, self._run_batch, batch)
                 for (_, _, _, future), (ok, value) in zip(batch, results):
                     if future.done():
                         continue
@@ -177,7 +185,7 @@ class BatchExecutor:
         span = tracing.start_batch(len(batch), sorted({getattr(fn, "__name__", type(fn).__name__)
                                                       for fn, *_ in batch}), links)
         try:
-            results = await loop.run_in_executor(self._thread, _run_batch, batch)
+            results = await loop.run_in_executor(self._thread, self._run_batch, batch)
             failed = sum(1 for ok, _ in results if not ok)
             if failed and span.is_recording():
                 span.set_attribute("mcp_transport.batch.failed", failed)
@@ -194,39 +202,53 @@ class BatchExecutor:
         its last write still in the thread, which would hold the tables its database teardown flushes."""
         self._thread.submit(int).result()
 
+    # On the database thread
 
-def _run_alone(alias, fn, calls):
-    """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;
-    if a merged run fails, each call again on its own. -> [(ok, result or exception)]"""
-    counts = _batch.counts = {}
-    try:
-        if isinstance(fn, Operation) and fn.own_transaction:
-            outcomes = [(True, result) for result in _call(fn, calls)]
-        else:
-            with transaction.atomic(using=alias):
+    def _run_batch(self, batch):
+        alias = database_alias()
+        self._check_connection(alias)
+        _batch.db = connections[alias]
+        try:
+            runs = _runs(batch)
+            if len(runs) == 1:
+                return self._run_alone(alias, *runs[0])
+            counts = _batch.counts = {}
+            try:
+                with transaction.atomic(using=alias):
+                    outcomes = [(True, result) for fn, calls in runs for result in _call(fn, calls)]
+            except Exception:
+                close_old_connections()
+                return [outcome for fn, args, kwargs, _ in batch
+                        for outcome in self._run_alone(alias, fn, [(args, kwargs)])]
+            _count(counts)
+            return outcomes
+        finally:
+            _batch.db = _batch.counts = None
+
+    def _run_alone(self, alias, fn, calls):
+        """One function's calls, alone in their batch, in a transaction unless `fn` opens its own;
+        if a merged run fails, each call again on its own. -> [(ok, result or exception)]"""
+        counts = _batch.counts = {}
+        try:
+            if isinstance(fn, Operation) and fn.own_transaction:
                 outcomes = [(True, result) for result in _call(fn, calls)]
-        _count(counts)
-        return outcomes
-    except Exception as exc:
-        _checked_at[0] = float("-inf")  # the connection may be why: check it before the next batch
-        if len(calls) == 1:
-            return [(False, exc)]
-        close_old_connections()
-        return [outcome for call in calls for outcome in _run_alone(alias, fn, [call])]
+            else:
+                with transaction.atomic(using=alias):
+                    outcomes = [(True, result) for result in _call(fn, calls)]
+            _count(counts)
+            return outcomes
+        except Exception as exc:
+            self.checked_at = float("-inf")  # the connection may be why: check it before the next batch
+            if len(calls) == 1:
+                return [(False, exc)]
+            close_old_connections()
+            return [outcome for call in calls for outcome in self._run_alone(alias, fn, [call])]
 
-
-# How often the database thread checks its connection (CONN_MAX_AGE, CONN_HEALTH_CHECKS) between
-# batches: a check per batch costs PostgreSQL a round trip per batch. After a failure the next
-# batch checks at once.
-CHECK_EVERY = 1.0
-_checked_at = [float("-inf")]
-
-
-def _check_connection(alias):
-    now = time.monotonic()
-    if now - _checked_at[0] >= CHECK_EVERY:
-        _checked_at[0] = now
-        connections[alias].close_if_unusable_or_obsolete()
+    def _check_connection(self, alias):
+        now = time.monotonic()
+        if now - self.checked_at >= CHECK_EVERY:
+            self.checked_at = now
+            connections[alias].close_if_unusable_or_obsolete()
 
 
 def _runs(batch) -> list[tuple[Any, list[Call]]]:
@@ -246,27 +268,6 @@ def _call(fn, calls: list[Call]) -> list:
         args, kwargs = calls[0]
         return [fn(*args, **kwargs)]
     return fn.many(calls)
-
-
-def _run_batch(batch):
-    alias = database_alias()
-    _check_connection(alias)
-    _batch.db = connections[alias]
-    try:
-        runs = _runs(batch)
-        if len(runs) == 1:
-            return _run_alone(alias, *runs[0])
-        counts = _batch.counts = {}
-        try:
-            with transaction.atomic(using=alias):
-                outcomes = [(True, result) for fn, calls in runs for result in _call(fn, calls)]
-        except Exception:
-            close_old_connections()
-            return [outcome for fn, args, kwargs, _ in batch for outcome in _run_alone(alias, fn, [(args, kwargs)])]
-        _count(counts)
-        return outcomes
-    finally:
-        _batch.db = _batch.counts = None
 
 
 executor = BatchExecutor()

@@ -9,7 +9,6 @@ tell that thread how they batch (storage/executor.py).
 from __future__ import annotations
 
 import asyncio
-import time
 from functools import partial
 from typing import Callable
 
@@ -19,7 +18,8 @@ from django.utils import timezone
 from .. import metrics
 from ..models import Session, Stream
 from .executor import batch_connection, batched, count_on_commit, database_alias, operation
-from .orm import TOUCH_EVERY, Store
+from .orm import Store
+from .recent import Recent
 from .records import (  # noqa: F401
     MAX_ROW_ID, WORKER, NewRequestStream, PendingStream, StoredEvent, TaskView, stream_pk,
 )
@@ -371,37 +371,28 @@ def forget_orphaned_modern() -> int:
 acreate_session = batched(create_session)
 _get_session = batched(get_session)
 _touch = batched(lambda session_id, now: current().touch_session(session_id, now))
-# Sessions seen in the last seconds, so a burst of requests costs one lookup. A DELETE here
-# forgets its session at once; other workers hear of it through the relay.
-SESSION_CACHE_SECONDS = 2.0
-# session id -> (cached until, next touch, session); both times on the monotonic clock.
-_sessions: dict[str, tuple[float, float, Session]] = {}
+# This process's short memory of sessions and finished tasks (the worker holds it).
+recent = Recent()
 
 
 async def aget_session(session_id: str, server: str) -> Session | None:
-    now = time.monotonic()
-    hit = _sessions.get(session_id)
-    if hit is not None and hit[0] > now and hit[2].server == server:
-        expires, touch_at, session = hit
-        if now >= touch_at:
+    hit = recent.sessions.get(session_id, server)
+    if hit is not None:
+        session, touch = hit
+        if touch:
             session.last_seen_at = timezone.now()
-            _sessions[session_id] = (expires, now + TOUCH_EVERY.total_seconds(), session)
             asyncio.ensure_future(_touch(session_id, session.last_seen_at))
         return session
     session = await _get_session(session_id, server)
     if session is not None:
-        if len(_sessions) > 10000:
-            for key in [k for k, (expires, _, _) in _sessions.items() if expires <= now]:
-                del _sessions[key]
-        age = (timezone.now() - session.last_seen_at).total_seconds()
-        _sessions[session_id] = (now + SESSION_CACHE_SECONDS, now + TOUCH_EVERY.total_seconds() - age, session)
+        recent.sessions.put(session)
     else:
-        _sessions.pop(session_id, None)
+        recent.sessions.forget(session_id)
     return session
 
 
 def forget_session(session_id: str):
-    _sessions.pop(session_id, None)
+    recent.sessions.forget(session_id)
 
 
 aterminate_session = batched(terminate_session)
@@ -432,43 +423,23 @@ aclose_modern = batched(close_modern)
 aforget_orphaned_modern = batched(forget_orphaned_modern)
 acreate_task = batched(create_task)
 _get_task = batched(get_task)
-# Finished tasks read in the last seconds, so that polls of a task that has ended cost no database
-# read: a completed, failed or cancelled task never changes again, it only goes (pruned past its
-# TTL, deleted by an operator). An entry lives FINISHED_TASK_SECONDS at most and never past the
-# task's expiry; a prune in this process forgets them all.
-FINISHED_TASK_SECONDS = 5.0
-MAX_FINISHED_TASKS = 10_000
-# task id -> (cached until on the monotonic clock, the task)
-_finished_tasks: dict[str, tuple[float, TaskView]] = {}
 
 
 async def aget_task(task_id: str, server: str, principal: str) -> TaskView | None:
-    now = time.monotonic()
-    hit = _finished_tasks.get(task_id)
-    if hit is not None:
-        if hit[0] > now:
-            task = hit[1]
-            return task if (task.server, task.principal) == (server, principal) else None
-        del _finished_tasks[task_id]
+    task = recent.finished_tasks.get(task_id)
+    if task is not None:
+        return task if (task.server, task.principal) == (server, principal) else None
     task = await _get_task(task_id, server, principal)
-    if task is not None and task.terminal:
-        until = now + FINISHED_TASK_SECONDS
-        if task.expires_at is not None:
-            until = min(until, now + (task.expires_at - timezone.now()).total_seconds())
-        if until > now:
-            if len(_finished_tasks) >= MAX_FINISHED_TASKS:
-                for key in [k for k, (until_, _) in _finished_tasks.items() if until_ <= now]:
-                    del _finished_tasks[key]
-                if len(_finished_tasks) >= MAX_FINISHED_TASKS:
-                    _finished_tasks.clear()
-            _finished_tasks[task_id] = (until, task)
+    if task is not None:
+        recent.finished_tasks.put(task)
     return task
 
 
 def forget_finished_tasks():
     """The finished tasks this process remembers are forgotten (their rows were deleted: a prune,
     a test's flush)."""
-    _finished_tasks.clear()
+    recent.finished_tasks.clear()
+
 
 aask_task = batched(ask_task)
 aget_task_by_id = batched(get_task_by_id)
