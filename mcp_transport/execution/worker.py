@@ -8,6 +8,7 @@ the worker's, and each part is given the others it needs. Its background duties 
 """
 from __future__ import annotations
 
+import asyncio
 import os
 
 from ..limits import ReconnectGuard
@@ -39,6 +40,7 @@ class Worker:
         self.heartbeat = Heartbeat(self.relay, self.tasks)
         self.shutdown = Shutdown(self)
         self.reconnects = ReconnectGuard()
+        self._started_on = None  # the event loop everything was started on
         self.relay.on(wakeups.CANCEL, self.requests.cancel_delivered)
         self.relay.on(wakeups.RESPOND, self.requests.resolve_here)
         self.relay.on(wakeups.SESSION_END, self.requests.cancel_session)
@@ -50,7 +52,11 @@ class Worker:
         return f"<Worker {self.id}>"
 
     async def start(self):
-        """Idempotent: the graceful-shutdown handler, the relay between workers, the heartbeat."""
+        """Idempotent: the graceful-shutdown handler, the relay between workers, the heartbeat.
+        Every request asks, so once they run on this loop it returns at once."""
+        loop = asyncio.get_running_loop()
+        if self._started_on is loop:
+            return
         if os.getpid() != self.pid:
             raise RuntimeError(
                 f"mcp_transport was imported in process {self.pid}, which then forked this one ({os.getpid()}): "
@@ -59,6 +65,7 @@ class Worker:
         self.shutdown.install()
         await self.relay.start()
         self.heartbeat.start()
+        self._started_on = loop
 
     # protocol.server.Notifier: a change reaches sessions (stored on their GET streams) and listen streams.
 
