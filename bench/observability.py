@@ -16,8 +16,10 @@ shared machine hits all alike. Printed: every run's calls/s, the median against 
 median server CPU time per call (less sensitive than calls/s to what else the machine runs).
 
 `--instructions N`: instead, each variant's server runs under callgrind (valgrind), instrumented
-only while C sessions make N calls in all (after as many unmeasured ones): the instructions the
-server executes per call, which other processes on the machine do not change.
+only while C sessions make N calls in all (after as many unmeasured ones), its heartbeat and
+wake-up sweep pushed out of that window: the instructions the server executes per call, which
+other processes on the machine do not change (at C=1; at higher C how calls share the database
+thread's batches still follows the pace).
 """
 from __future__ import annotations
 
@@ -52,6 +54,11 @@ MODES = {
     "json": ({"JSON_RESPONSE": True}, {"era": "legacy"}),
     "modern": ({}, {"era": "modern"}),
 }
+
+
+# Under callgrind: no heartbeat and no wake-up sweep inside the counted window, whose length (and so
+# their share per call) would change with the machine's pace.
+QUIET = {"LEASE_SECONDS": 600, "WAKEUP_SWEEP_SECONDS": 600}
 
 
 def log(*parts):
@@ -128,7 +135,8 @@ def count_instructions(dbs, variant: str, mode: str, concurrency: int, calls: in
     wrapper = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}"]
     era = calls_kwargs["era"]
     try:
-        with BenchServer(dbs, {**transport, **mode_transport}, env=env, wrapper=wrapper, start_timeout=600) as server:
+        with BenchServer(dbs, {**transport, **mode_transport, **QUIET}, env=env, wrapper=wrapper,
+                         start_timeout=600) as server:
             if asyncio.run(fixed_calls(server.url, concurrency, calls, era)) != calls:
                 raise SystemExit(f"{variant}: wrong answers while warming up")
             subprocess.run(["callgrind_control", "-i", "on", str(server.pid)], check=True, capture_output=True)

@@ -465,7 +465,7 @@ class Task(models.Model):
 
     class Status(models.TextChoices):
         WORKING = "working"
-        INPUT_REQUIRED = "input_required", "input required"
+        INPUT_REQUIRED = "input_required", "Input required"
         COMPLETED = "completed"
         FAILED = "failed"
         CANCELLED = "cancelled"

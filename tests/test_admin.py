@@ -408,8 +408,8 @@ def test_task_list_filters_by_status_and_shows_who_what_where_and_how_long(admin
     made = {status: make_task(status=status, tool=f"tool_{status}") for status in Task.Status.values}
     queued = make_task(runner="django_tasks", worker="", tool="queued_tool", principal="token:abcd")
     filters = flat(text(admin_client.get(TASKS)))
-    for label in ("working", "input required", "completed", "failed", "cancelled"):
-        assert f">{label}</a>" in filters.lower()
+    for label in ("Working", "Input required", "Completed", "Failed", "Cancelled"):
+        assert f">{label}</a>" in filters
     for status, task in made.items():
         listed = {t.pk for t in admin_client.get(TASKS + f"?status__exact={status}").context["cl"].result_list}
         assert listed == ({task.pk, queued.pk} if status == Task.Status.WORKING else {task.pk})

@@ -16,7 +16,7 @@ import pytest
 
 from mcp_transport.testing import ModernCommunicator
 
-from .http_support import PROGRESS, open_sse, rpc
+from .http_support import PROGRESS, ModernClient, open_sse, rpc
 from .live import ROOT, DaphneServer, MCPClient
 
 pytestmark = pytest.mark.timeout(180)
@@ -154,6 +154,10 @@ def test_a_session_client_gets_the_progress_of_a_task_the_tasks_worker_runs(star
                 message = stream.read_until(lambda m: m.get("method") == PROGRESS)
                 assert message is not None, log.read_text()[-3000:]
                 progress.append(message["params"])
+            # Its end, said on the same stream by the Tasks worker, as a web worker's task says it.
+            status = stream.read_until(lambda m: m.get("method") == "notifications/tasks/status")
+            assert status is not None, log.read_text()[-3000:]
+            assert status["params"]["taskId"] == task_id and status["params"]["status"] == "completed", status
         assert [p["message"] for p in progress] == ["step 1", "step 2", "step 3", "step 4"]
         assert all(p["progressToken"] == "far" and p["_meta"][RELATED] == {"taskId": task_id} for p in progress)
         _, result = rpc(client, "tasks/result", {"taskId": task_id})
@@ -162,6 +166,22 @@ def test_a_session_client_gets_the_progress_of_a_task_the_tasks_worker_runs(star
         with open_sse(client, "GET", headers={"Last-Event-ID": stream.events[0].id}, timeout=10) as again:
             replayed = [again.read_until(lambda m: m.get("method") == PROGRESS)["params"] for _ in range(4)]
         assert replayed == progress
+    assert worker.poll() is None, log.read_text()[-3000:]
+
+
+def test_a_listen_stream_hears_the_end_of_a_task_the_tasks_worker_ran(start_worker):
+    env = redis_layer_env()
+    db, worker, log, _ = start_worker(env)
+    with DaphneServer({**TRANSPORT, "WAKEUP_SWEEP_SECONDS": 600}, env=env, db=db) as server:
+        client = ModernClient(server.url, capabilities=EXTENSION)
+        task_id = client.call("slow_compute", {"seconds": 2, "label": "heard"}).result["taskId"]
+        with client.listen({"taskIds": [task_id]}, timeout=30) as stream:
+            ack = stream.next_message()
+            assert ack["params"]["notifications"] == {"taskIds": [task_id]}, ack
+            pushed = stream.read_until(lambda m: m.get("method") == "notifications/tasks")
+        assert pushed is not None, log.read_text()[-3000:]
+        assert pushed["params"]["taskId"] == task_id and pushed["params"]["status"] == "completed", pushed
+        assert pushed["params"]["result"] == {"content": [{"type": "text", "text": "Computed heard in 2s"}]}
     assert worker.poll() is None, log.read_text()[-3000:]
 
 

@@ -29,6 +29,7 @@ from ..wakeups.relay import ALL_WORKERS, Sender
 from . import errors, observe
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 from .task_events import TaskEventLog
+from .tasks import detailed, task_fields
 
 try:
     from django.tasks import task
@@ -45,10 +46,11 @@ class WorkerHost:
     runs in a thread."""
 
     def __init__(self, task_id: str, session_id: str | None):
+        self.task_id = task_id
         self.session_id = session_id
         self.wakes: set[asyncio.Task] = set()
         self.events = TaskEventLog(task_id, self._session_stream if session_id else None, self._wake)
-        self.sender = Sender(f"tasks@{socket.gethostname()}-{os.getpid()}"[:100]) if session_id else None
+        self.sender = Sender(f"tasks@{socket.gethostname()}-{os.getpid()}"[:100])
 
     async def send(self, message: dict):
         await self.events.send(message)
@@ -59,16 +61,39 @@ class WorkerHost:
 
     def _wake(self, stream_id: int, events: list):
         if events:
-            wake = asyncio.ensure_future(self._send_wake(stream_id, events[-1].seq))
-            self.wakes.add(wake)
-            wake.add_done_callback(self.wakes.discard)
+            self._signal(messages.wake(stream_id, events[-1].seq, group=ALL_WORKERS),
+                         f"the wake-up of stream {stream_id} waits for the workers' sweep")
 
-    async def _send_wake(self, stream_id: int, seq: int):
+    def _signal(self, signal, if_lost: str):
+        sent = asyncio.ensure_future(self._send(signal, if_lost))
+        self.wakes.add(sent)
+        sent.add_done_callback(self.wakes.discard)
+
+    async def _send(self, signal, if_lost: str):
         try:
-            await self.sender.send_async(messages.wake(stream_id, seq, group=ALL_WORKERS))
+            await self.sender.send_async(signal)
         except Exception:
-            logger.warning("Channel layer unavailable: the wake-up of stream %s waits for the workers' sweep",
-                           stream_id, exc_info=True)
+            logger.warning("Channel layer unavailable: %s", if_lost, exc_info=True)
+
+    async def status_changed(self):
+        """What a web worker's task says when its status changes, said from here: a 2025-11-25
+        task's `notifications/tasks/status` on its session's GET stream, a 2026-07-28 task's
+        `notifications/tasks` to the listen streams of every web worker. Optional in the spec,
+        never relied on: the row is what answers."""
+        try:
+            row = await store.aget_task_by_id(self.task_id)
+            if row is None:
+                return
+            if self.session_id:
+                stream_id = await self._session_stream()
+                notification = jsonrpc.notification("notifications/tasks/status",
+                                                    tasks.session_fields(task_fields(row)))
+                self._wake(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(notification)]))
+            else:
+                self._signal(messages.notify(row.server, tasks.NOTIFICATION, detailed(row)),
+                             messages.IF_LOST[messages.NOTIFY])
+        except Exception:
+            logger.warning("Task %s changed; it could not be said", self.task_id, exc_info=True)
 
     async def flush(self):
         """Every message stored, and its readers woken, before the outcome."""
@@ -98,8 +123,9 @@ class WorkerHost:
 class QueuedTask:
     """protocol.tasks.TaskControl for a call that is a task from its start."""
 
-    def __init__(self, task_id: str):
+    def __init__(self, task_id: str, host: WorkerHost):
         self.task_id = task_id
+        self.host = host
         self.wake = asyncio.Event()
 
     async def become_task(self, status_message: str | None = None) -> bool:
@@ -107,6 +133,7 @@ class QueuedTask:
 
     async def ask(self, requests: dict[str, dict]) -> dict[str, dict]:
         status = await store.aask_task(self.task_id, requests)
+        await self.host.status_changed()
         return await wait_for_answers(self.task_id, status, requests, self.wake)
 
 
@@ -144,7 +171,10 @@ async def work(task_id: str) -> str:
     finally:
         watch.cancel()
         await ctx.host.flush()
-    return await asyncio.to_thread(_finish, row, payload)
+    status = await asyncio.to_thread(_finish, row, payload)
+    await ctx.host.status_changed()
+    await ctx.host.flush()
+    return status
 
 
 def _context(row: Task):
@@ -158,8 +188,9 @@ def _context(row: Task):
     else:
         handler = server.modern.handle
         meta = modern.RequestMeta(modern.MODERN_VERSIONS[0], capabilities, None, None)
+    host = WorkerHost(row.pk, row.session_id)
     ctx = Context(server=server, session=session, request_id=None, params=params,
-                  host=WorkerHost(row.pk, row.session_id), user=row.user, modern=meta, task=QueuedTask(row.pk))
+                  host=host, user=row.user, modern=meta, task=QueuedTask(row.pk, host))
     return ctx, handler
 
 

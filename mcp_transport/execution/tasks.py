@@ -37,14 +37,14 @@ from .task_events import TaskEventLog
 logger = logging.getLogger("mcp_transport")
 
 
-def _fields(row: Task) -> dict:
+def task_fields(row: Task) -> dict:
     return tasks.task_fields(row.pk, row.status, created_at=row.created_at, updated_at=row.updated_at,
                              ttl_ms=row.ttl_ms, poll_interval_ms=row.poll_interval_ms,
                              status_message=row.status_message)
 
 
 def detailed(row: Task) -> dict:
-    return tasks.detailed(_fields(row), result=json.loads(row.result) if row.result else None,
+    return tasks.detailed(task_fields(row), result=json.loads(row.result) if row.result else None,
                           error=json.loads(row.error) if row.error else None,
                           input_requests=json.loads(row.input_requests))
 
@@ -114,7 +114,7 @@ class RunningTask:
         metrics.tasks_created.inc()
         if self.runner == "process":
             self.tasks_here.running[row.pk] = self
-        self.created.set_result(_fields(row))
+        self.created.set_result(task_fields(row))
         if signals.task_created.receivers:
             await signals.task_created.asend(sender=None, server=self.server.name, task_id=row.pk, tool=self.tool,
                                              principal=self.principal)
@@ -225,7 +225,7 @@ class Tasks:
         if row.session_id:
             try:
                 await self.send_to_session(row.session_id, jsonrpc.notification(
-                    "notifications/tasks/status", tasks.session_fields(_fields(row))))
+                    "notifications/tasks/status", tasks.session_fields(task_fields(row))))
             except Exception:
                 logger.warning("The status notification of task %s was not stored", task_id, exc_info=True)
         if self.notify_listens is not None:
@@ -287,7 +287,7 @@ class Tasks:
         task_id = tasks.task_id_param(params)
         row = await self._session_task(server, session, task_id, principal)
         if method == "tasks/get":
-            return tasks.session_fields(_fields(row))
+            return tasks.session_fields(task_fields(row))
         if method == "tasks/cancel":
             if row.terminal:
                 raise jsonrpc.InvalidParams(f"Cannot cancel task {task_id}: it is already {row.status}")
@@ -295,7 +295,7 @@ class Tasks:
             if row.worker:
                 self.signal(row.worker, task_id, "cancel")
             await self.changed(task_id)
-            return tasks.session_fields(_fields(row))
+            return tasks.session_fields(task_fields(row))
         return await self.result_for_session(server, row, principal, ctx)
 
     async def result_for_session(self, server, row: Task, principal: str, ctx) -> dict:
@@ -357,7 +357,7 @@ class Tasks:
             except Exception:
                 raise jsonrpc.InvalidParams("Invalid params: unknown cursor") from None
         rows = await store.alist_tasks(server.name, principal, session.id, after, tasks.LIST_PAGE + 1)
-        result = {"tasks": [tasks.session_fields(_fields(row)) for row in rows[:tasks.LIST_PAGE]]}
+        result = {"tasks": [tasks.session_fields(task_fields(row)) for row in rows[:tasks.LIST_PAGE]]}
         if len(rows) > tasks.LIST_PAGE:
             last = rows[tasks.LIST_PAGE - 1]
             result["nextCursor"] = base64.urlsafe_b64encode(
