@@ -29,7 +29,7 @@ from ..wakeups.relay import ALL_WORKERS, Sender
 from . import errors, observe
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 from .task_events import TaskEventLog
-from .tasks import detailed, task_fields
+from .task_shapes import detailed, task_fields
 
 try:
     from django.tasks import task

@@ -33,20 +33,9 @@ from ..wakeups.relay import Relay
 from . import errors
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 from .task_events import TaskEventLog
+from .task_shapes import detailed, task_fields
 
 logger = logging.getLogger("mcp_transport")
-
-
-def task_fields(row: Task) -> dict:
-    return tasks.task_fields(row.pk, row.status, created_at=row.created_at, updated_at=row.updated_at,
-                             ttl_ms=row.ttl_ms, poll_interval_ms=row.poll_interval_ms,
-                             status_message=row.status_message)
-
-
-def detailed(row: Task) -> dict:
-    return tasks.detailed(task_fields(row), result=json.loads(row.result) if row.result else None,
-                          error=json.loads(row.error) if row.error else None,
-                          input_requests=json.loads(row.input_requests))
 
 
 class RunningTask:
