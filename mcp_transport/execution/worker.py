@@ -3,8 +3,9 @@
 Nothing below keeps per-process state of its own: the database thread and the store's short
 memory (storage's, made there because storage sits below this layer), the bus, the relay, the
 requests in flight, the tasks, the heartbeat, the shutdown handler and the reconnect guard are
-the worker's, and each part is given the others it needs. Its background duties start with the server's `lifespan.startup`
-(uvicorn, gunicorn's UvicornWorker), or with its first request under daphne, which has no lifespan.
+the worker's, and each part is given the others it needs. Its background duties start with the
+server's `lifespan.startup` (uvicorn, gunicorn's UvicornWorker), or with its first request under
+daphne, which has no lifespan.
 """
 from __future__ import annotations
 
