@@ -17,8 +17,7 @@ from django.conf import settings
 from django.utils.module_loading import import_string
 
 from . import scrape
-from .storage import store
-from .storage.executor import executor
+from .execution.worker import worker
 from .testing import MCPCommunicator, ModernCommunicator
 
 
@@ -33,7 +32,7 @@ def mcp_database_thread(django_db_setup, django_db_blocker):
     """Closes the transport's database connections before the test database is dropped (PostgreSQL
     refuses to drop a database still in use)."""
     yield
-    executor.close()
+    worker.executor.close()
     scrape.close()
     from asgiref.sync import SyncToAsync
     from django.db import connections
@@ -49,13 +48,12 @@ def mcp_database_settled(transactional_db, mcp_database_thread):
     `transactional_db` flushes: the batch the thread took last (a request's write, the worker's
     heartbeat) may still be running, and its locks against the flush's TRUNCATE of every table
     deadlock on PostgreSQL. What the process remembers of the rows (sessions, finished tasks) goes
-    with them. Tests that
-    build their own communicators under `django_db(transaction=True)` use it:
-    `pytest.mark.usefixtures("mcp_database_settled")`.
+    with them. Tests that build their own communicators under `django_db(transaction=True)` use
+    it: `pytest.mark.usefixtures("mcp_database_settled")`.
     """
     yield
-    executor.settle()
-    store.recent.clear()
+    worker.executor.settle()
+    worker.recent.clear()
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 from ..models import Task
-from ..protocol import tasks
+from ..protocol import jsonrpc, tasks
 from ..storage.records import TaskView
 
 
@@ -15,6 +15,11 @@ def task_fields(row: Task | TaskView) -> dict:
     return tasks.task_fields(row.pk, row.status, created_at=row.created_at, updated_at=row.updated_at,
                              ttl_ms=row.ttl_ms, poll_interval_ms=row.poll_interval_ms,
                              status_message=row.status_message)
+
+
+def status_notification(row: Task | TaskView) -> dict:
+    """`notifications/tasks/status` for a 2025-11-25 task's session."""
+    return jsonrpc.notification("notifications/tasks/status", tasks.session_fields(task_fields(row)))
 
 
 def detailed(row: Task | TaskView) -> dict:

@@ -29,7 +29,7 @@ from ..wakeups.relay import ALL_WORKERS, Sender
 from . import errors, observe
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 from .task_events import TaskEventLog
-from .task_shapes import detailed, task_fields
+from .task_shapes import detailed, status_notification
 
 try:
     from django.tasks import task
@@ -76,8 +76,8 @@ class WorkerHost:
             logger.warning("Channel layer unavailable: %s", if_lost, exc_info=True)
 
     async def status_changed(self):
-        """What a web worker's task says when its status changes, said from here: a 2025-11-25
-        task's `notifications/tasks/status` on its session's GET stream, a 2026-07-28 task's
+        """What a web worker's `Tasks.changed` says when a task's status changes, said from here:
+        a 2025-11-25 task's `notifications/tasks/status` on its session's GET stream, and
         `notifications/tasks` to the listen streams of every web worker. Optional in the spec,
         never relied on: the row is what answers."""
         try:
@@ -85,13 +85,10 @@ class WorkerHost:
             if row is None:
                 return
             if self.session_id:
-                stream_id = await self._session_stream()
-                notification = jsonrpc.notification("notifications/tasks/status",
-                                                    tasks.session_fields(task_fields(row)))
-                self._wake(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(notification)]))
-            else:
-                self._signal(messages.notify(row.server, tasks.NOTIFICATION, detailed(row)),
-                             messages.IF_LOST[messages.NOTIFY])
+                stream_id = self.events.stream_id or await self._session_stream()
+                self._wake(stream_id, await store.aappend(stream_id, [jsonrpc.dumps(status_notification(row))]))
+            self._signal(messages.notify(row.server, tasks.NOTIFICATION, detailed(row)),
+                         messages.IF_LOST[messages.NOTIFY])
         except Exception:
             logger.warning("Task %s changed; it could not be said", self.task_id, exc_info=True)
 

@@ -33,7 +33,7 @@ from ..wakeups.relay import Relay
 from . import errors
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
 from .task_events import TaskEventLog
-from .task_shapes import detailed, task_fields
+from .task_shapes import detailed, status_notification, task_fields
 
 logger = logging.getLogger("mcp_transport")
 
@@ -213,8 +213,7 @@ class Tasks:
             return None
         if row.session_id:
             try:
-                await self.send_to_session(row.session_id, jsonrpc.notification(
-                    "notifications/tasks/status", tasks.session_fields(task_fields(row))))
+                await self.send_to_session(row.session_id, status_notification(row))
             except Exception:
                 logger.warning("The status notification of task %s was not stored", task_id, exc_info=True)
         if self.notify_listens is not None:

@@ -59,9 +59,6 @@ class _Expiring(Generic[V]):
     def clear(self):
         self.entries.clear()
 
-    def __len__(self):
-        return len(self.entries)
-
 
 class RecentSessions(_Expiring[tuple[float, Session]]):
     """Sessions by id, each with when its `last_seen_at` is next written (monotonic)."""

@@ -245,7 +245,7 @@ def prune() -> dict:
     """Delete expired and terminated sessions, finished streams past their retention, the modern
     requests of workers that are gone, tasks past their TTL, and 2026-07-28 requests' URL
     elicitations as old as an idle session."""
-    forget_finished_tasks()
+    recent.finished_tasks.clear()
     return current().prune()
 
 
@@ -433,12 +433,6 @@ async def aget_task(task_id: str, server: str, principal: str) -> TaskView | Non
     if task is not None:
         recent.finished_tasks.put(task)
     return task
-
-
-def forget_finished_tasks():
-    """The finished tasks this process remembers are forgotten (their rows were deleted: a prune,
-    a test's flush)."""
-    recent.finished_tasks.clear()
 
 
 aask_task = batched(ask_task)
