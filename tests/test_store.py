@@ -463,6 +463,27 @@ async def test_a_function_with_its_own_transaction_runs_alone_without_one():
     assert store.open_request_stream.many is not None and store.append.__name__ == "append"
 
 
+def test_a_task_read_by_the_store_is_what_the_orm_reads(write_path):
+    """get_task's own statement (binary results on PostgreSQL, one or many ids) gives every column
+    as the ORM does: aware datetimes in the connection's time zone, text, numbers, no TTL as None."""
+    from mcp_transport.models import Task
+
+    fields = dict(server="default", principal="ann", method="tools/call", tool="slow_compute",
+                  request={"name": "slow_compute"}, client_capabilities={}, poll_interval_ms=1000)
+    store.create_task("t-1", ttl_ms=60_000, **fields)
+    store.create_task("t-2", ttl_ms=None, **fields)
+    Task.objects.filter(pk="t-1").update(status_message="half way: ünïcode", result='{"content": []}')
+    alone = store.get_task("t-1", "default", "ann")
+    both = store.current().get_tasks([("t-1", "default", "ann"), ("t-2", "default", "ann")])
+    for read in (alone, both[0], both[1]):
+        row = Task.objects.get(pk=read.id)
+        for name in read._fields:
+            ours, theirs = getattr(read, name), getattr(row, name)
+            assert ours == theirs and type(ours) is type(theirs), (name, ours, theirs)
+            assert getattr(ours, "tzinfo", None) == getattr(theirs, "tzinfo", None), name
+    assert both[1].expires_at is None and alone.expires_at > alone.created_at
+
+
 async def test_polls_of_tasks_in_one_batch_are_one_statement_and_each_gets_its_own_answer():
     """A run of get_task calls in one batch (clients polling their tasks) is one SELECT; each poll
     gets its task only if it names that task exactly, on its server, as its principal."""

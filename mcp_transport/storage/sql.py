@@ -130,6 +130,10 @@ class SQLStore(Store):
             return db.cursor(), self.django_sql
         return self.wrapped, self.sql
 
+    def rows_cursor(self):
+        """-> (the cursor for reads of many typed columns, the statements for it)."""
+        return self.cursor()
+
     # Hot operations
 
     def standalone_stream(self, session_id: str) -> tuple[int, int, bool]:
@@ -229,7 +233,7 @@ class SQLStore(Store):
         return {pk: (last, status) for pk, last, status in rows}
 
     def read_tasks(self, ids: list[str]) -> list[TaskView]:
-        cursor, sql = self.cursor()
+        cursor, sql = self.rows_cursor()
         if len(ids) == 1:
             rows = _all(cursor, sql["get_task"], (ids[0],))
         else:
@@ -373,6 +377,14 @@ class PostgresStore(SQLStore):
         sql["connect_and_log"] = f"WITH u AS ({sql['connect']}) {sql['log_connection']}"
         return sql
 
+    def __init__(self, db):
+        from django.db.backends.postgresql.psycopg_any import is_psycopg3
+
+        super().__init__(db)
+        # Reads of many typed columns take binary results: Django's loader parses text timestamps in
+        # Python, psycopg's binary one in C. Binary results need server-side binding, not preparing.
+        self.binary = db.make_cursor(_binary_cursor(db.connection)) if is_psycopg3 else self.wrapped
+
     def driver_cursor(self):
         raw = self.db.connection
         if getattr(raw, "prepare_threshold", None) is not None:
@@ -380,6 +392,16 @@ class PostgresStore(SQLStore):
 
             return psycopg.Cursor(raw)  # server-side binding: what preparing needs
         return super().driver_cursor()
+
+    def rows_cursor(self):
+        cursor, sql = self.cursor()
+        return (self.binary, sql) if cursor is self.wrapped else (cursor, sql)
+
+    def read_time(self, value):
+        # The binary loader gives the session's time zone, which Django set to the connection's:
+        # its tzinfo (None without USE_TZ) is what Django's text loader would have put there.
+        timezone_ = self.db.timezone
+        return value if value is None or value.tzinfo is timezone_ else value.replace(tzinfo=timezone_)
 
     def atomic(self, one_statement=False):
         # Under READ COMMITTED a transaction gives reads and one write statement nothing, and
@@ -427,6 +449,14 @@ class PostgresStore(SQLStore):
 
     def connect(self, cursor, sql, update, log):
         return _one(cursor, sql["connect_and_log"], update + log)[0]
+
+
+def _binary_cursor(raw):
+    import psycopg
+
+    cursor = psycopg.Cursor(raw)
+    cursor.format = psycopg.pq.Format.BINARY
+    return cursor
 
 
 def _one(cursor, sql: str, params):
