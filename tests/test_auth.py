@@ -1,4 +1,5 @@
 """Authentication backends, 401 + resource metadata, sessions owned by their principal, hidden tools."""
+import asyncio
 from datetime import timedelta
 from io import StringIO
 
@@ -12,7 +13,7 @@ from django.utils import timezone
 
 from mcp_transport import MCPServer
 from mcp_transport.auth import create_token
-from mcp_transport.models import AccessToken
+from mcp_transport.models import AccessToken, Task
 from mcp_transport.routing import mcp_application
 from mcp_transport.testing import MCPCommunicator, ModernCommunicator
 
@@ -54,6 +55,13 @@ def hidden_resource() -> str:
 def write_note(text: str) -> str:
     """Needs a token with the notes:write scope."""
     return f"noted: {text}"
+
+
+@secured.tool(scopes=["notes:write"], task_support="required")
+async def archive_notes() -> str:
+    """A long job on the notes, always a task: for tokens with notes:write."""
+    await asyncio.sleep(30)
+    return "archived"
 
 
 @secured.prompt(scopes=["notes:read"])
@@ -297,6 +305,46 @@ async def test_scopes_hide_and_refuse_tools_prompts_and_resources(communicator):
     assert (await reader.request("prompts/get", {"name": "summarize"})).result["messages"]
     # Unscoped tools need no scope at all, and a scoped token keeps reaching them.
     assert (await base.call_tool("public")).result["content"][0]["text"] == "public"
+
+
+TASKS = {"extensions": {"io.modelcontextprotocol/tasks": {}}}
+
+
+@pytest.mark.usefixtures("mcp_database_settled")
+@pytest.mark.parametrize("era", ["2025-11-25", "2026-07-28"])
+@override_settings(MCP_TRANSPORT=SCOPED)
+async def test_a_task_is_its_tools_a_token_without_its_scopes_does_not_see_it(era):
+    """The same user's token with fewer scopes gets nothing of a task whose tool needs them: not
+    its status, not its result, not in a list, no cancel (as unknown as another user's task); the
+    token with them still does."""
+    tokens = await sync_to_async(scoped_tokens)()
+    modern = era == "2026-07-28"
+    writer, reader = (client_for(tokens[k], ModernCommunicator if modern else MCPCommunicator)
+                      for k in ("mcp notes:read notes:write", "mcp notes:read"))
+    if modern:
+        writer.capabilities = reader.capabilities = TASKS
+        task_id = (await writer.call_tool("archive_notes")).result["taskId"]
+    else:
+        await writer.initialize()
+        await reader.initialize()
+        created = await writer.request("tools/call", {"name": "archive_notes", "arguments": {}, "task": {}})
+        task_id = created.result["task"]["taskId"]
+    methods = ["tasks/get", "tasks/cancel"] + (["tasks/update"] if modern else ["tasks/result"])
+    for method in methods:
+        refused = await reader.request(method, {"taskId": task_id, "inputResponses": {}})
+        assert (refused.json if modern else refused.messages[-1])["error"] == {"code": -32602, "message": f"Invalid params: unknown task {task_id!r}",
+                                         "data": {"taskId": task_id}}, method
+    if modern:
+        listen = await reader.request("subscriptions/listen", {"notifications": {"taskIds": [task_id]}},
+                                      until=lambda e: e.data and "acknowledged" in e.data, timeout=10)
+        assert listen.messages[0]["params"]["notifications"] == {"taskIds": []}
+    else:
+        assert (await reader.request("tasks/list")).result["tasks"] == []
+        assert [t["taskId"] for t in (await writer.request("tasks/list")).result["tasks"]] == [task_id]
+    seen = await writer.request("tasks/get", {"taskId": task_id})
+    assert seen.result["status"] == "working"
+    assert (await sync_to_async(Task.objects.get)(pk=task_id)).status == "working"
+    assert "error" not in (await writer.request("tasks/cancel", {"taskId": task_id})).json
 
 
 @override_settings(MCP_TRANSPORT={**SCOPED, "AUTH_BACKENDS": ["mcp_transport.auth.BearerTokenBackend",

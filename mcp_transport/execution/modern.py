@@ -182,7 +182,8 @@ class ModernRequests:
                 if not tasks.declared(meta.capabilities):
                     raise tasks.missing_extension()
                 result = await observe.request(server, message.method, params, ctx,
-                                               self.tasks.handle(server, message.method, params, principal))
+                                               self.tasks.handle(server, message.method, params, principal,
+                                                                 ctx.granted_scopes))
                 return jsonrpc.result(message.id, server.modern.complete(message.method, result))
             running = await self.may_become_task(server, message, ctx, principal)
             if running is None:

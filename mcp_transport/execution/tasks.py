@@ -220,28 +220,31 @@ class Tasks:
             await self.notify_listens(row.server, tasks.NOTIFICATION, detailed(row))
         return row
 
-    async def visible(self, server_name: str, principal: str, task_ids: list[str]) -> list[str]:
+    async def visible(self, server, principal: str, granted, task_ids: list[str]) -> list[str]:
         """The tasks among these that `principal` may see (a listen stream's `taskIds`): one read. An
         anonymous session's tasks are that session's alone."""
-        rows = await asyncio.gather(*(store.aget_task(task_id, server_name, principal) for task_id in task_ids))
-        return [row.id for row in rows if row is not None and (principal or row.session_id is None)]
+        rows = await asyncio.gather(*(store.aget_task(task_id, server.name, principal) for task_id in task_ids))
+        return [row.id for row in rows
+                if row is not None and (principal or row.session_id is None) and usable(server, row, granted)]
+
+    async def _read(self, server, task_id: str, principal: str, granted):
+        """The task if this caller may see it: its principal's, with the scopes its tool needs."""
+        row = await store.aget_task(task_id, server.name, principal)
+        if row is None or not usable(server, row, granted):
+            raise tasks.unknown_task(task_id)
+        return row
 
     # The task methods, on any worker
 
-    async def handle(self, server, method: str, params: dict, principal: str) -> dict:
+    async def handle(self, server, method: str, params: dict, principal: str, granted) -> dict:
         task_id = tasks.task_id_param(params)
         if method == "tasks/get":
-            row = await store.aget_task(task_id, server.name, principal)
-            if row is None:
-                raise tasks.unknown_task(task_id)
-            return detailed(row)
+            return detailed(await self._read(server, task_id, principal, granted))
         if method == "tasks/update":
             responses = params.get("inputResponses")
             if not isinstance(responses, dict):
                 raise jsonrpc.InvalidParams("Invalid params: 'inputResponses' must be an object")
-            row = await store.aget_task(task_id, server.name, principal)
-            if row is None:
-                raise tasks.unknown_task(task_id)
+            row = await self._read(server, task_id, principal, granted)
             pending = json.loads(row.input_requests)
             for key, response in responses.items():
                 if key in pending:
@@ -252,6 +255,8 @@ class Tasks:
                 if any(key in pending for key in responses):
                     await self.changed(task_id)
             return {}
+        if scoped(server, granted):
+            await self._read(server, task_id, principal, granted)
         row = await store.acancel_task(task_id, server.name, principal, "Cancelled by the client")
         if row is None:
             raise tasks.unknown_task(task_id)
@@ -263,17 +268,17 @@ class Tasks:
 
     # The 2025-11-25 task methods, on a session
 
-    async def _session_task(self, server, session, task_id: str, principal: str) -> Task:
-        row = await store.aget_task(task_id, server.name, principal)
-        if row is None or (not principal and row.session_id != session.id):
+    async def _session_task(self, server, session, task_id: str, principal: str, granted) -> Task:
+        row = await self._read(server, task_id, principal, granted)
+        if not principal and row.session_id != session.id:
             raise tasks.unknown_task(task_id)
         return row
 
     async def handle_session(self, server, session, method: str, params: dict, principal: str, ctx) -> dict:
         if method == "tasks/list":
-            return await self.list_for_session(server, session, params, principal)
+            return await self.list_for_session(server, session, params, principal, ctx.granted_scopes)
         task_id = tasks.task_id_param(params)
-        row = await self._session_task(server, session, task_id, principal)
+        row = await self._session_task(server, session, task_id, principal, ctx.granted_scopes)
         if method == "tasks/get":
             return tasks.session_fields(task_fields(row))
         if method == "tasks/cancel":
@@ -335,7 +340,7 @@ class Tasks:
             self.signal(updated.worker, row.pk, "wake")
             await self.changed(row.pk)
 
-    async def list_for_session(self, server, session, params: dict, principal: str) -> dict:
+    async def list_for_session(self, server, session, params: dict, principal: str, granted) -> dict:
         after = None
         cursor = params.get("cursor")
         if cursor is not None:
@@ -345,7 +350,8 @@ class Tasks:
             except Exception:
                 raise jsonrpc.InvalidParams("Invalid params: unknown cursor") from None
         rows = await store.alist_tasks(server.name, principal, session.id, after, tasks.LIST_PAGE + 1)
-        result = {"tasks": [tasks.session_fields(task_fields(row)) for row in rows[:tasks.LIST_PAGE]]}
+        result = {"tasks": [tasks.session_fields(task_fields(row)) for row in rows[:tasks.LIST_PAGE]
+                            if usable(server, row, granted)]}
         if len(rows) > tasks.LIST_PAGE:
             last = rows[tasks.LIST_PAGE - 1]
             result["nextCursor"] = base64.urlsafe_b64encode(
@@ -380,3 +386,15 @@ class Tasks:
             if running.work is not None and not running.work.done():
                 running.stopped_for = reason
                 running.work.cancel()
+
+
+def usable(server, row, granted) -> bool:
+    """A task is its tool's: a token without the scopes that tool needs no longer sees it (as
+    tools/list no longer shows the tool), and learns nothing of it."""
+    tool = server.tools.get(row.tool)
+    return tool is None or not tool.missing_scopes(granted)
+
+
+def scoped(server, granted) -> bool:
+    """Whether any task of this server could be hidden from this caller by its scopes."""
+    return granted is not None and any(tool.scopes for tool in server.tools.values())

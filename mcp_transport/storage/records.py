@@ -116,6 +116,7 @@ class TaskView(NamedTuple):
     ttl_ms: int | None
     poll_interval_ms: int
     worker: str
+    tool: str
     created_at: datetime
     updated_at: datetime
     expires_at: datetime | None

@@ -22,6 +22,7 @@ from ..execution.modern import ENDED
 from ..limits import LimitExceeded
 from ..execution.worker import worker
 from ..protocol import jsonrpc, modern
+from ..protocol.context import GRANTED_SCOPES
 from ..protocol.dispatch import SUPPORTED_VERSIONS as LEGACY_VERSIONS
 from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.mrtr import Inputs
@@ -256,8 +257,8 @@ class ModernPost:
         endpoint, listen_id = self.endpoint, self.message.id
         if "taskIds" in agreed:
             try:
-                agreed["taskIds"] = await worker.tasks.visible(self.server.name, endpoint.principal_id,
-                                                               agreed["taskIds"])
+                agreed["taskIds"] = await worker.tasks.visible(self.server, endpoint.principal_id,
+                                                               endpoint.scope.get(GRANTED_SCOPES), agreed["taskIds"])
             except BaseException:
                 ticket.release()
                 raise
