@@ -18,6 +18,7 @@ the W3C headers of the HTTP request) is linked; without `_meta` context the ambi
 """
 from __future__ import annotations
 
+import contextlib
 import time
 
 from django.core.signals import setting_changed
@@ -192,6 +193,29 @@ def start_request(method: str, target: str | None, params, *, request_id=None, p
                                                protocol_version=protocol_version, session_id=session_id,
                                                scope=scope))
     return span
+
+
+@contextlib.contextmanager
+def notification(method: str, params, *, protocol_version=None, session_id=None, scope=None):
+    """A notification the server received: a SERVER span over its handling, as a request's but
+    with no request id (nothing answers it)."""
+    if not (on and active()):
+        yield
+        return
+    span = start_request(method, None, params, protocol_version=protocol_version, session_id=session_id,
+                         scope=scope)
+    token = use(span)
+    try:
+        yield
+    except Exception as exc:
+        if span.is_recording():
+            span.set_attribute("error.type", type(exc).__qualname__)
+            span.set_status(Status(StatusCode.ERROR))
+            span.record_exception(exc)
+        raise
+    finally:
+        leave(token)
+        span.end()
 
 
 def end_request(span, error_code: int | None = None, error_message: str | None = None, tool_error=False,

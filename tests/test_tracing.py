@@ -203,3 +203,26 @@ async def test_without_opentelemetry_api_nothing_is_traced_and_the_checks_say_wh
         assert tracing.on is False
         assert "mcp_transport.E040" in [m.id for m in run_checks(tags=["mcp_transport"])]
     assert tracing.on is True
+
+
+async def test_a_notification_has_its_span_without_a_request_id(spans):
+    """What a client notifies gets a SERVER span as a request does (its method, its session), with
+    no jsonrpc.request.id: nothing answers it."""
+    session = MCPCommunicator(application)
+    await session.initialize()
+    initialized = only(spans, "notifications/initialized")
+    assert initialized.kind is SpanKind.SERVER and initialized.attributes["mcp.session.id"] == session.session_id
+    assert initialized.attributes["mcp.method.name"] == "notifications/initialized"
+    assert "jsonrpc.request.id" not in initialized.attributes and initialized.status.status_code is StatusCode.UNSET
+    await session.post({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 99, "_meta": META}}, headers=HEADERS)
+    cancelled = only(spans, "notifications/cancelled")
+    assert format(cancelled.parent.span_id, "016x") == META_SPAN
+    assert cancelled.attributes["mcp.protocol.version"] == session.version
+    spans.clear()
+    modern = ModernCommunicator(application)
+    response = await modern.post({"jsonrpc": "2.0", "method": "notifications/progress", "params": {}},
+                                 headers={"mcp-protocol-version": modern.version, "mcp-method": "notifications/progress"})
+    assert response.status == 202
+    pushed = only(spans, "notifications/progress")
+    assert pushed.attributes["mcp.protocol.version"] == modern.version and "mcp.session.id" not in pushed.attributes

@@ -280,7 +280,9 @@ class MCPEndpoint:
             await self.send_json(202, None, self.session_headers(session.id))
             return
         if message.kind == "notification":
-            await self.notification(session, message)
+            with tracing.notification(message.method, message.params, protocol_version=session.protocol_version,
+                                      session_id=session.id, scope=self.scope):
+                await self.notification(session, message)
             await self.send_json(202, None, self.session_headers(session.id))
             return
         try:

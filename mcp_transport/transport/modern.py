@@ -17,6 +17,7 @@ import base64
 import binascii
 import math
 
+from .. import tracing
 from ..conf import mcp_settings
 from ..execution.modern import ENDED
 from ..limits import LimitExceeded
@@ -143,6 +144,9 @@ class ModernPost:
     async def answer(self):
         endpoint, message = self.endpoint, self.message
         if message.kind == "notification":
+            with tracing.notification(message.method, message.params, scope=endpoint.scope,
+                                      protocol_version=endpoint.headers.get("mcp-protocol-version")):
+                pass  # nothing a 2026-07-28 client notifies needs an action here
             await endpoint.send_json(202, None)
             return
         if message.kind == "response":
