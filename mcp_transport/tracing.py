@@ -1,7 +1,8 @@
 """OpenTelemetry spans (the `otel` extra: opentelemetry-api), named and attributed as the
 OpenTelemetry semantic conventions for MCP say.
 
-A span per MCP request (kind SERVER, `{mcp.method.name} {target}`), a span per resumption's
+A span per MCP request and per notification a client sends (kind SERVER, `{mcp.method.name}
+{target}`), a span per resumption's
 replay, and a span per batch of the store's database thread that runs calls a request queued
 while its span was current (linked to those requests). The project configures the SDK (its
 tracer provider, sampler and exporters).
@@ -204,29 +205,31 @@ def notification(method: str, params, *, protocol_version=None, session_id=None,
         return
     span = start_request(method, None, params, protocol_version=protocol_version, session_id=session_id,
                          scope=scope)
-    token = use(span)
+    token, failed = use(span), None
     try:
         yield
     except Exception as exc:
-        if span.is_recording():
-            span.set_attribute("error.type", type(exc).__qualname__)
-            span.set_status(Status(StatusCode.ERROR))
-            span.record_exception(exc)
+        failed = exc
         raise
     finally:
         leave(token)
-        span.end()
+        end_request(span, exception=failed)
 
 
 def end_request(span, error_code: int | None = None, error_message: str | None = None, tool_error=False,
                 exception: BaseException | None = None):
-    """End a request's span: a JSON-RPC error (its code), a tool's error result, or success."""
+    """End a request's span: a JSON-RPC error (its code), an exception no code was given for (its
+    class), a tool's error result, or success."""
     if span.is_recording():
         if error_code is not None:
             span.set_attributes({"error.type": str(error_code), "rpc.response.status_code": str(error_code)})
             span.set_status(Status(StatusCode.ERROR, error_message))
             if exception is not None:
                 span.record_exception(exception)
+        elif exception is not None:
+            span.set_attribute("error.type", type(exception).__qualname__)
+            span.set_status(Status(StatusCode.ERROR))
+            span.record_exception(exception)
         elif tool_error:
             span.set_attribute("error.type", "tool_error")
             span.set_status(Status(StatusCode.ERROR))

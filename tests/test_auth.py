@@ -332,8 +332,9 @@ async def test_a_task_is_its_tools_a_token_without_its_scopes_does_not_see_it(er
     methods = ["tasks/get", "tasks/cancel"] + (["tasks/update"] if modern else ["tasks/result"])
     for method in methods:
         refused = await reader.request(method, {"taskId": task_id, "inputResponses": {}})
-        assert (refused.json if modern else refused.messages[-1])["error"] == {"code": -32602, "message": f"Invalid params: unknown task {task_id!r}",
-                                         "data": {"taskId": task_id}}, method
+        error = (refused.json if modern else refused.messages[-1])["error"]
+        assert error == {"code": -32602, "message": f"Invalid params: unknown task {task_id!r}",
+                         "data": {"taskId": task_id}}, method
     if modern:
         listen = await reader.request("subscriptions/listen", {"notifications": {"taskIds": [task_id]}},
                                       until=lambda e: e.data and "acknowledged" in e.data, timeout=10)
