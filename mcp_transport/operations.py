@@ -27,6 +27,7 @@ CHANNEL_LAYERS they reach the workers of this process only (`wakeups.relay.chann
 from __future__ import annotations
 
 import json
+import logging
 from dataclasses import dataclass
 
 from asgiref.sync import sync_to_async
@@ -36,13 +37,15 @@ from django.db.models import Q
 from . import metrics
 from .execution import errors
 from .execution.worker import worker
-from .models import Cutoffs, ModernRequest, Session, Stream, Task
+from .models import Cutoffs, ModernRequest, Session, Stream, Task, Worker
 from .protocol import elicitation, jsonrpc
 from .storage import store
 from .storage.executor import database_alias
+from .storage.recent import WORKING_TASK_SECONDS
 from .wakeups import messages
 from .wakeups.relay import ALL_WORKERS, Sender
 
+logger = logging.getLogger("mcp_transport")
 ORIGIN = "admin"
 OPERATOR = "operator"
 
@@ -145,8 +148,18 @@ def cancel_task(task: Task, reason: str = "Cancelled by an operator") -> Outcome
     if row is None or row.status != Task.Status.CANCELLED:
         return Outcome(False, f"Task {task.pk} ended before the cancel ({row.status if row else 'gone'}).")
     if row.worker:
-        to_workers.send(messages.task(row.worker, row.pk, "cancel"))
+        reach_task(to_workers, row, "cancel")
     return Outcome(True, f"Cancelled task {task.pk} ({task.tool}); {row.worker or 'its worker'} stops the work.")
+
+
+def reach_task(to_workers: Sender, row: Task, action: str):
+    """`Tasks.reach` for an operator: once this returns, the worker running the task has heard (or
+    what it remembered of the task has lapsed), so none of its polls predates the change."""
+    if (row.runner != "process" or row.worker == store.WORKER
+            or not Worker.objects.alive().filter(pk=row.worker).exists()):
+        to_workers.send(messages.task(row.worker, row.pk, action))
+    elif not to_workers.task_heard(row.worker, row.pk, action, WORKING_TASK_SECONDS):
+        logger.warning("The worker running task %s did not say it heard the %s", row.pk, action)
 
 
 def prune_preview() -> dict:

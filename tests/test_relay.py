@@ -205,3 +205,78 @@ async def test_a_terminate_whose_message_redis_lost_still_cancels_the_running_re
         await worker_layer.flush()
         await worker_layer.close_pools()
         await admin_layer.close_pools()
+
+
+async def test_a_task_signal_is_heard_by_the_worker_running_the_task_or_waits_out_its_memory(monkeypatch):
+    """A change to a task made on one worker is acknowledged once the worker running the task says
+    it heard (it forgets what it remembered of the task first), from a worker or from the admin; a
+    worker that never answers costs the sender the whole wait, no more."""
+    prefix = f"mcp_test_{secrets.token_hex(4)}"
+    layers = [redis_layer(REDIS_URL, prefix=prefix) for _ in range(2)]
+    heard = []
+    owner, asker = relay.Relay("owner-worker", Bus()), relay.Relay("asking-worker", Bus())
+    owner.on(relay.TASK, lambda task_id, action: heard.append((task_id, action)))
+    for r, layer in zip((owner, asker), layers):
+        monkeypatch.setattr(relay, "get_channel_layer", lambda alias="default", layer=layer: layer)
+        await r.start()
+        assert r.remote
+    try:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        assert await asker.task_heard("owner-worker", "t-1", "cancel", 5.0)
+        assert heard == [("t-1", "cancel")] and loop.time() - started < 2.0
+        admin = relay.Sender("admin", redis_layer(REDIS_URL, prefix=prefix))
+        assert await sync_to_async(admin.task_heard)("owner-worker", "t-2", "wake", 5.0)
+        assert heard[-1] == ("t-2", "wake")
+        started = loop.time()
+        assert not await asker.task_heard("gone-worker", "t-3", "cancel", 0.3)
+        assert loop.time() - started >= 0.3 and not await sync_to_async(admin.task_heard)("gone-worker", "t-3",
+                                                                                          "cancel", 0.3)
+        assert not asker.heard
+    finally:
+        for r in (owner, asker):
+            for task in list(r._tasks):
+                task.cancel()
+            await asyncio.gather(*r._tasks, return_exceptions=True)
+
+
+@pytest.mark.django_db(transaction=True)
+async def test_an_operators_cancel_returns_once_the_worker_running_the_task_heard_it(monkeypatch):
+    """The admin, in a process of its own, cancels a task another worker runs: the cancel returns
+    after that worker heard it (so none of that worker's polls says `working` after), without waiting
+    when the worker is gone (nothing of it answers polls)."""
+    from django.utils import timezone
+
+    from mcp_transport import operations
+    from mcp_transport.models import Task, Worker
+
+    prefix = f"mcp_test_{secrets.token_hex(4)}"
+    heard = []
+    owner = relay.Relay("owner-worker", Bus())
+    owner.on(relay.TASK, lambda task_id, action: heard.append((task_id, action)))
+    monkeypatch.setattr(relay, "get_channel_layer", lambda alias="default": redis_layer(REDIS_URL, prefix=prefix))
+    await owner.start()
+    monkeypatch.setattr(operations, "sender", lambda: relay.Sender("admin", redis_layer(REDIS_URL, prefix=prefix)))
+    waited = []
+    task_heard = relay.Sender.task_heard
+    monkeypatch.setattr(relay.Sender, "task_heard",
+                        lambda self, *args: waited.append(args[1]) or task_heard(self, *args))
+    now = timezone.now()
+    try:
+        await sync_to_async(Worker.objects.create)(id="owner-worker", host="elsewhere", pid=1, heartbeat_at=now)
+        for task_id in ("running", "orphaned"):
+            await sync_to_async(Task.objects.create)(
+                id=task_id, tool="slow_compute", request="{}", worker="owner-worker", status="working",
+                lease_expires_at=now + timezone.timedelta(seconds=30), created_at=now, updated_at=now)
+        task = await sync_to_async(Task.objects.get)(pk="running")
+        outcome = await sync_to_async(operations.cancel_task)(task)
+        assert outcome.done and heard == [("running", "cancel")] and waited == ["running"]
+        await sync_to_async(Worker.objects.filter(pk="owner-worker").update)(
+            heartbeat_at=now - timezone.timedelta(hours=1))
+        task = await sync_to_async(Task.objects.get)(pk="orphaned")
+        assert (await sync_to_async(operations.cancel_task)(task)).done
+        assert waited == ["running"]  # the worker is gone: nothing to wait for
+    finally:
+        for t in list(owner._tasks):
+            t.cancel()
+        await asyncio.gather(*owner._tasks, return_exceptions=True)

@@ -456,6 +456,35 @@ async def test_a_finished_task_is_answered_from_memory_for_its_principal_until_a
     assert gone.json["error"]["code"] == -32602
 
 
+async def test_the_process_running_a_task_answers_its_polls_from_memory_and_never_after_a_change():
+    """Polls of a working task read no row on the process running it: an out-of-band write to the
+    row is not seen at once, but within WORKING_TASK_SECONDS (the heartbeat checks the rows); every
+    change through the store (a client's answer, its cancel) is seen by the very next poll."""
+    from mcp_transport.storage.recent import WORKING_TASK_SECONDS
+
+    client = tasks_client(elicitation={})
+    task_id = (await client.call_tool("multi_input")).result["taskId"]
+    await poll(client, task_id, until=("input_required",))
+    for attempt in range(10):
+        marker = f"out of band {attempt}"
+        await client.request("tasks/get", {"taskId": task_id})
+        await sync_to_async(Task.objects.filter(pk=task_id).update)(status_message=marker)
+        if (await client.request("tasks/get", {"taskId": task_id})).result.get("statusMessage") != marker:
+            break
+    else:
+        pytest.fail("no poll was answered from memory")
+    deadline = asyncio.get_running_loop().time() + WORKING_TASK_SECONDS + 1.0
+    while (await client.request("tasks/get", {"taskId": task_id})).result.get("statusMessage") != marker:
+        assert asyncio.get_running_loop().time() < deadline, "the out-of-band change was never seen"
+        await asyncio.sleep(0.05)
+    await client.request("tasks/get", {"taskId": task_id})
+    await client.request("tasks/update", {"taskId": task_id, "inputResponses": {
+        "first_name": {"action": "accept", "content": {"name": "Ada"}}}})
+    assert set((await client.request("tasks/get", {"taskId": task_id})).result["inputRequests"]) == {"last_name"}
+    await client.request("tasks/cancel", {"taskId": task_id})
+    assert (await client.request("tasks/get", {"taskId": task_id})).result["status"] == "cancelled"
+
+
 # A task's own events (TaskEvent): its progress and log messages, questions and status changes
 
 

@@ -118,6 +118,47 @@ def test_notifications_reach_the_get_stream_held_by_another_worker(cluster):
                                 "params": {"uri": "test://watched-resource"}}]
 
 
+def test_the_worker_running_a_task_answers_polls_from_memory_yet_sees_at_once_what_the_other_changed(cluster):
+    """2026-07-28: a task runs on worker a, which answers its polls from memory (an out-of-band write
+    to its row is not seen at once). An answer and a cancel sent through worker b are acknowledged
+    only once a heard them: the very next poll on a says so."""
+    import psycopg
+
+    from .http_support import ModernClient
+    from .scaled import PG
+
+    a, b = cluster.workers
+    capabilities = {"extensions": {"io.modelcontextprotocol/tasks": {}}, "elicitation": {}}
+    on_a, on_b = ModernClient(a.url, capabilities), ModernClient(b.url, capabilities)
+
+    def get(client):
+        return client.request("tasks/get", {"taskId": task_id}).result
+
+    task_id = on_a.call("multi_input").result["taskId"]
+    deadline = time.monotonic() + 10
+    while get(on_a)["status"] != "input_required":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    with psycopg.connect(dbname=cluster.name, autocommit=True, **PG) as db:
+        for attempt in range(10):
+            marker = f"out of band {attempt}"
+            get(on_a)
+            db.execute("UPDATE mcp_transport_task SET status_message = %s WHERE id = %s", (marker, task_id))
+            if get(on_a).get("statusMessage") != marker:
+                break
+        else:
+            pytest.fail("worker a never answered a poll from memory")
+        assert get(on_b).get("statusMessage") == marker
+    get(on_a)
+    answered = on_b.request("tasks/update", {"taskId": task_id, "inputResponses": {
+        "first_name": {"action": "accept", "content": {"name": "Ada"}}}})
+    assert answered.result["resultType"] == "complete"
+    assert set(get(on_a)["inputRequests"]) == {"last_name"}
+    get(on_a)
+    assert on_b.request("tasks/cancel", {"taskId": task_id}).result["resultType"] == "complete"
+    assert get(on_a)["status"] == "cancelled"
+
+
 def test_resuming_on_b_closes_the_old_connection_on_a(cluster):
     a, b = cluster.workers
     client = on(a)

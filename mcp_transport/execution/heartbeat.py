@@ -1,6 +1,7 @@
 """This process's periodic duties: its heartbeat and leases, failing orphaned requests and tasks,
-stopping the work of tasks the table says ended, and recording connections that ended before
-their stream (batched: one write per interval, not per call).
+stopping the work of tasks the table says ended, checking what it remembers of the tasks it runs,
+and recording connections that ended before their stream (batched: one write per interval, not
+per call).
 """
 from __future__ import annotations
 
@@ -94,6 +95,7 @@ class Heartbeat:
         while True:
             try:
                 await self.flush()
+                await store.acheck_working_tasks()
                 if loop.time() >= next_beat:
                     next_beat = loop.time() + float(mcp_settings.LEASE_SECONDS) / 3
                     await self.beat()

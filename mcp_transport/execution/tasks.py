@@ -29,6 +29,7 @@ from ..protocol.jsonrpc import JSONRPCError
 from ..protocol.context import check_answer
 from ..protocol.mrtr import check_response
 from ..storage import store
+from ..storage.recent import WORKING_TASK_SECONDS
 from ..wakeups.relay import Relay
 from . import errors
 from .answers import ANSWER_POLL_SECONDS, wait_for_answers
@@ -251,7 +252,7 @@ class Tasks:
                     check_response(key, pending[key].get("method", ""), response)
             row = await store.aanswer_task(task_id, server.name, principal, responses)
             if row is not None and not row.terminal:
-                self.signal(row.worker, task_id, "wake")
+                await self.reach(row, "wake")
                 if any(key in pending for key in responses):
                     await self.changed(task_id)
             return {}
@@ -260,9 +261,8 @@ class Tasks:
         row = await store.acancel_task(task_id, server.name, principal, "Cancelled by the client")
         if row is None:
             raise tasks.unknown_task(task_id)
-        if row.worker:
-            self.signal(row.worker, task_id, "cancel")
         if row.status == Task.Status.CANCELLED:
+            await self.reach(row, "cancel")
             await self.changed(task_id)
         return {}
 
@@ -285,8 +285,7 @@ class Tasks:
             if row.terminal:
                 raise jsonrpc.InvalidParams(f"Cannot cancel task {task_id}: it is already {row.status}")
             row = await store.acancel_task(task_id, server.name, principal, "Cancelled by the client")
-            if row.worker:
-                self.signal(row.worker, task_id, "cancel")
+            await self.reach(row, "cancel")
             await self.changed(task_id)
             return tasks.session_fields(task_fields(row))
         return await self.result_for_session(server, row, principal, ctx)
@@ -337,7 +336,7 @@ class Tasks:
             return
         updated = await store.aanswer_task(row.pk, server.name, principal, {key: answer})
         if updated is not None and not updated.terminal:
-            self.signal(updated.worker, row.pk, "wake")
+            await self.reach(updated, "wake")
             await self.changed(row.pk)
 
     async def list_for_session(self, server, session, params: dict, principal: str, granted) -> dict:
@@ -358,14 +357,20 @@ class Tasks:
                 json.dumps([last.created_at.isoformat(), last.pk]).encode()).decode("ascii")
         return result
 
-    def signal(self, worker_id: str, task_id: str, action: str):
-        if task_id in self.running:
-            self.on_signal(task_id, action)
-        else:
-            self.relay.task(worker_id, task_id, action)
+    async def reach(self, row: Task, action: str):
+        """The task's row changed here: tell the worker running it, and return once that worker has
+        heard, when it may answer polls from memory (`storage.recent.WorkingTasks`): from then on
+        none of its answers predates the change (unheard, past WORKING_TASK_SECONDS its memory lapsed)."""
+        if row.pk in self.running:
+            self.on_signal(row.pk, action)
+        elif row.worker and (row.runner != "process" or row.worker == self.relay.worker_id):
+            self.relay.task(row.worker, row.pk, action)
+        elif row.worker:
+            await self.relay.task_heard(row.worker, row.pk, action, WORKING_TASK_SECONDS)
 
     def on_signal(self, task_id: str, action: str):
         """A task of this process was answered ("wake") or cancelled ("cancel") on some worker."""
+        store.forget_task(task_id)
         for waiter in self.waiters.get(task_id, ()):
             waiter.set()
         running = self.running.get(task_id)

@@ -1,11 +1,12 @@
 """What this process remembers from the database for a few seconds, so hot reads skip it.
 
-Both are this process's (the worker holds them); the database stays the source of truth: an
+All are this process's (the worker holds them); the database stays the source of truth: an
 entry lives seconds at most, and what ends it early (a DELETE, a prune) forgets it here at once
 and reaches the other workers through the relay.
 """
 from __future__ import annotations
 
+import threading
 import time
 from datetime import datetime
 from typing import Generic, TypeVar
@@ -24,6 +25,12 @@ MAX_SESSIONS = 10_000
 # TTL, deleted by an operator). An entry never outlives the task's expiry.
 FINISHED_TASK_SECONDS = 5.0
 MAX_FINISHED_TASKS = 10_000
+# Active tasks this process runs, as it last read them, so that polls answered by the process
+# running a task read no row either. An entry is answered from for at most this long after the
+# read (or the check, `WorkingTasks.checked`) it came from began: a change made elsewhere reaches
+# this process at once (`execution.tasks.Tasks.reach`), or waits this long before it is acknowledged.
+WORKING_TASK_SECONDS = 1.0
+MAX_WORKING_TASKS = 10_000
 
 V = TypeVar("V")
 
@@ -102,17 +109,124 @@ class FinishedTasks(_Expiring[TaskView]):
             self._put(task.id, until, task, now)
 
 
+class WorkingTasks:
+    """The active tasks this process runs, as read: the one memory of a row that can still change.
+
+    A poll answered from an entry must not predate any change acknowledged to anyone, so:
+    - an entry is answered from only until WORKING_TASK_SECONDS after the read it came from began
+      (`begin`, `read`), or after a later check of it against its row (`checked`), and only while
+      this process's lease on its tasks holds (`leased`): past the lease another worker may fail them;
+    - a change written through the store in this process forgets the entry when it starts and again
+      when it commits, and spoils the reads under way (they were begun before it), so none of them
+      puts the old row back;
+    - a change written by another process is acknowledged only once this process has forgotten the
+      entry (`Tasks.reach`, through the relay) or WORKING_TASK_SECONDS after it committed.
+    Only entries answered from since the last check are checked again; the rest lapse.
+    Writers may be on other threads (the database thread, the admin's): a lock guards the maps.
+    """
+
+    def __init__(self, worker: str):
+        self.worker = worker
+        self.lock = threading.Lock()
+        # task id -> [answered from until (monotonic), the task, answered from since the last check]
+        self.entries: dict[str, list] = {}
+        # Reads under way, by task: [how many, whether a change since the first of them spoiled them].
+        self.reads: dict[str, list] = {}
+        self.leased_until = float("-inf")
+
+    def get(self, task_id: str) -> TaskView | None:
+        hit = self.entries.get(task_id)
+        if hit is None:
+            return None
+        now = time.monotonic()
+        if now < hit[0] and now < self.leased_until:
+            hit[2] = True
+            return hit[1]
+        return None
+
+    def begin(self, task_id: str) -> float:
+        """A read of the row starts: -> its start, for `read`."""
+        with self.lock:
+            self.reads.setdefault(task_id, [0, False])[0] += 1
+        return time.monotonic()
+
+    def read(self, task_id: str, started: float, task: TaskView | None):
+        """The read begun at `started` ended with `task`: remembered if this process runs it and no
+        change came while it was under way."""
+        with self.lock:
+            pending = self.reads[task_id]
+            pending[0] -= 1
+            spoiled = pending[1]
+            if not pending[0]:
+                del self.reads[task_id]
+            if spoiled or task is None or task.terminal or task.worker != self.worker:
+                return
+            until = started + WORKING_TASK_SECONDS
+            if task.expires_at is not None:
+                until = min(until, time.monotonic() + _seconds_until(task.expires_at))
+            if len(self.entries) >= MAX_WORKING_TASKS and task_id not in self.entries:
+                self.entries.clear()
+            self.entries[task_id] = [until, task, False]
+
+    def forget(self, task_id: str):
+        """The row changes (or changed): the entry goes, and the reads under way may not put it back."""
+        with self.lock:
+            self.entries.pop(task_id, None)
+            pending = self.reads.get(task_id)
+            if pending is not None:
+                pending[1] = True
+
+    def due(self) -> dict[str, TaskView]:
+        """The entries answered from since the last check, to check against their rows: -> {task
+        id: the entry's task}."""
+        now = time.monotonic()
+        with self.lock:
+            due = {}
+            for task_id, hit in list(self.entries.items()):
+                if hit[2]:
+                    hit[2] = False
+                    due[task_id] = hit[1]
+                elif hit[0] <= now:
+                    del self.entries[task_id]
+            return due
+
+    def checked(self, started: float, seen: dict[str, TaskView], rows: dict[str, TaskView]):
+        """`seen` (from `due`) was compared with `rows`, read after `started`: an entry still equal to
+        its row is good until WORKING_TASK_SECONDS after `started`; one that differs goes."""
+        with self.lock:
+            for task_id, task in seen.items():
+                hit = self.entries.get(task_id)
+                if hit is None or hit[1] is not task:
+                    continue  # forgotten or read again meanwhile
+                if rows.get(task_id) == task:
+                    hit[0] = max(hit[0], started + WORKING_TASK_SECONDS)
+                else:
+                    del self.entries[task_id]
+
+    def leased(self, until: float):
+        """This process's leases on its tasks were renewed: they hold until `until` (monotonic)."""
+        self.leased_until = until
+
+    def clear(self):
+        with self.lock:
+            self.entries.clear()
+            for pending in self.reads.values():
+                pending[1] = True
+
+
 class Recent:
     """This process's short memory of the store."""
 
-    def __init__(self):
+    def __init__(self, worker: str = ""):
         self.sessions = RecentSessions()
         self.finished_tasks = FinishedTasks()
+        self.working_tasks = WorkingTasks(worker)
 
     def clear(self):
         """Forget everything (rows were deleted under it: a prune, a test's flush)."""
         self.sessions.clear()
         self.finished_tasks.clear()
+        self.working_tasks.clear()
 
 
 def touch_every() -> float:

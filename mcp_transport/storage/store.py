@@ -9,6 +9,7 @@ tell that thread how they batch (storage/executor.py).
 from __future__ import annotations
 
 import asyncio
+import time
 from functools import partial
 from typing import Callable
 
@@ -16,6 +17,7 @@ from django.db import connections, transaction
 from django.utils import timezone
 
 from .. import metrics
+from ..conf import mcp_settings
 from ..models import Session, Stream
 from .executor import batch_connection, batched, count_on_commit, database_alias, operation
 from .orm import Store
@@ -246,6 +248,7 @@ def prune() -> dict:
     requests of workers that are gone, tasks past their TTL, and 2026-07-28 requests' URL
     elicitations as old as an idle session."""
     recent.finished_tasks.clear()
+    recent.working_tasks.clear()
     return current().prune()
 
 
@@ -291,6 +294,7 @@ def get_task(task_id: str, server: str, principal: str) -> TaskView | None:
 
 def claim_task(task_id: str, worker: str):
     """A runner's worker holds this active task (its lease renewed from now); None when it is not active."""
+    _changing(task_id)
     return current().claim_task(task_id, worker)
 
 
@@ -305,6 +309,7 @@ def list_tasks(server: str, principal: str, session_id: str | None, after: tuple
 
 
 def ask_task(task_id: str, requests: dict[str, dict]) -> str | None:
+    _changing(task_id)
     return current().ask_task(task_id, requests)
 
 
@@ -314,16 +319,19 @@ def task_answers(task_id: str, keys) -> tuple[str | None, dict]:
 
 
 def answer_task(task_id: str, server: str, principal: str, responses: dict):
+    _changing(task_id)
     return current().answer_task(task_id, server, principal, responses)
 
 
 def cancel_task(task_id: str, server: str | None, principal: str | None, message: str = ""):
     """Cancel an active task (server and principal None: whoever's it is, for an operator)."""
+    _changing(task_id)
     return current().cancel_task(task_id, server, principal, message)
 
 
 def finish_task(task_id: str, status: str, result: dict | None = None, error: dict | None = None,
                 message: str = "") -> bool:
+    _changing(task_id)
     return current().finish_task(task_id, status, result, error, message)
 
 
@@ -331,6 +339,7 @@ def add_task_events(task_id: str, items: list[tuple]) -> int:
     """Messages a task's tool sent, stored against the task: (payload, when, status text or None);
     the last status text becomes the active task's status message. Queued with
     `executor.submit_items`, a burst is one write."""
+    _changing(task_id)
     return current().add_task_events(task_id, items)
 
 
@@ -338,6 +347,7 @@ def add_session_task_events(target: tuple[str, int], items: list[tuple]) -> list
     """`add_task_events`, and the same messages at the end of the task's session's GET stream
     (`target`: task id, stream id), in one write: -> the stream's new events."""
     task_id, stream_id = target
+    _changing(task_id)
     current().add_task_events(task_id, items)
     return append(stream_id, [payload for payload, _, _ in items])
 
@@ -346,8 +356,23 @@ def ended_tasks(task_ids: list[str]) -> list[str]:
     return current().ended_tasks(task_ids)
 
 
+@operation(own_transaction=True)
+def read_tasks(task_ids: list[str]) -> dict[str, TaskView]:
+    """The rows of these tasks, whoever's (what this process remembers of them, checked)."""
+    return {task.id: task for task in current().read_tasks(task_ids)} if task_ids else {}
+
+
+def _changing(task_id: str):
+    """The task's row changes: this process's memory of it goes now, and again once the change
+    commits (reads begun meanwhile saw the old row)."""
+    recent.working_tasks.forget(task_id)
+    transaction.on_commit(partial(recent.working_tasks.forget, task_id), using=database_alias())
+
+
 def fail_orphaned_tasks(error: dict, message: str) -> list[str]:
     failed = current().fail_orphaned_tasks(error, message)
+    for task_id in failed:
+        _changing(task_id)
     _counted(metrics.leases_expired.labels("task"), len(failed))
     return failed
 
@@ -371,8 +396,8 @@ def forget_orphaned_modern() -> int:
 acreate_session = batched(create_session)
 _get_session = batched(get_session)
 _touch = batched(lambda session_id, now: current().touch_session(session_id, now))
-# This process's short memory of sessions and finished tasks (the worker holds it).
-recent = Recent()
+# This process's short memory of sessions and tasks (the worker holds it).
+recent = Recent(WORKER)
 
 
 async def aget_session(session_id: str, server: str) -> Session | None:
@@ -395,6 +420,11 @@ def forget_session(session_id: str):
     recent.sessions.forget(session_id)
 
 
+def forget_task(task_id: str):
+    """Another process changed the task's row: what this one remembers of it goes."""
+    recent.working_tasks.forget(task_id)
+
+
 aterminate_session = batched(terminate_session)
 atouch_sessions_holding = batched(touch_sessions_holding)
 aset_log_level = batched(set_log_level)
@@ -411,7 +441,15 @@ aevents_after = batched(events_after)
 aresume_stream = batched(resume_stream)
 aattach = batched(attach)
 adisconnected = batched(disconnected)
-aheartbeat = batched(heartbeat)
+_heartbeat = batched(heartbeat)
+
+
+async def aheartbeat(host: str, pid: int, stopping=False):
+    """`heartbeat`; the leases it renews hold for this process's memory of its tasks until a third
+    of LEASE_SECONDS before they run out (another worker's clock may run ahead)."""
+    started = time.monotonic()
+    await _heartbeat(host, pid, stopping)
+    recent.working_tasks.leased(started + float(mcp_settings.LEASE_SECONDS) * 2 / 3)
 apeers = batched(peers)
 afail_orphans = batched(fail_orphans)
 arequest_worker = batched(request_worker)
@@ -426,13 +464,32 @@ _get_task = batched(get_task)
 
 
 async def aget_task(task_id: str, server: str, principal: str) -> TaskView | None:
-    task = recent.finished_tasks.get(task_id)
+    """A poll: from this process's memory when it has the task (finished, or running here), else
+    from the row."""
+    task = recent.finished_tasks.get(task_id) or recent.working_tasks.get(task_id)
     if task is not None:
         return task if (task.server, task.principal) == (server, principal) else None
-    task = await _get_task(task_id, server, principal)
+    working = recent.working_tasks
+    started = working.begin(task_id)
+    try:
+        task = await _get_task(task_id, server, principal)
+    except BaseException:
+        working.read(task_id, started, None)
+        raise
+    working.read(task_id, started, task)
     if task is not None:
         recent.finished_tasks.put(task)
     return task
+
+
+async def acheck_working_tasks():
+    """Check what this process remembers of the tasks it runs against their rows (the heartbeat's,
+    every half second while there are any): what changed elsewhere is forgotten."""
+    working = recent.working_tasks
+    seen = working.due()
+    if seen:
+        started = time.monotonic()
+        working.checked(started, seen, await aread_tasks(list(seen)))
 
 
 aask_task = batched(ask_task)
@@ -444,3 +501,4 @@ acancel_task = batched(cancel_task)
 afinish_task = batched(finish_task)
 afail_orphaned_tasks = batched(fail_orphaned_tasks)
 aended_tasks = batched(ended_tasks)
+aread_tasks = batched(read_tasks)

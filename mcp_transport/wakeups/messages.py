@@ -17,8 +17,11 @@ type (fields) -> the group it goes to: what the receiver does
   cancelled, its GET stream ended.
 - `mcp.end_modern` (`row`, `reason`) -> the worker holding a 2026-07-28 request (its
   `ModernRequest` row): a listen stream ends with its result, a call with a JSON-RPC error.
-- `mcp.task` (`task`, `action`: "wake" or "cancel") -> the worker running a task: its questions
-  were answered (it reads them from the table), or it was cancelled (it stops the work).
+- `mcp.task` (`task`, `action`: "wake" or "cancel", and `reply`: [channel, ref] when the sender
+  waits) -> the worker running a task: its questions were answered (it reads them from the table),
+  or it was cancelled (it stops the work); either way it forgets what it remembered of the task,
+  then answers `reply`.
+- `mcp.task_heard` (`ref`) -> the channel a `mcp.task` named: the worker running the task heard it.
 - `mcp.notify` (`server`, `method`, `params`) -> every worker: a change notification for the
   `subscriptions/listen` streams it holds (2026-07-28; sessions get theirs through stored events).
 
@@ -46,6 +49,7 @@ SESSION_END = "mcp.session_end"
 NOTIFY = "mcp.notify"
 END_MODERN = "mcp.end_modern"
 TASK = "mcp.task"
+TASK_HEARD = "mcp.task_heard"
 ORIGIN = "origin"
 
 ALL_WORKERS = "mcp.workers"
@@ -124,8 +128,15 @@ def end_modern(worker: str, row_id: int, reason: str | None = None) -> Signal:
     return Signal(worker_group(worker), {"type": END_MODERN, "row": row_id, "reason": reason})
 
 
-def task(worker: str, task_id: str, action: str) -> Signal:
-    return Signal(worker_group(worker), {"type": TASK, "task": task_id, "action": action})
+def task(worker: str, task_id: str, action: str, reply: tuple[str, str] | None = None) -> Signal:
+    message = {"type": TASK, "task": task_id, "action": action}
+    if reply is not None:
+        message["reply"] = list(reply)
+    return Signal(worker_group(worker), message)
+
+
+def task_heard(ref: str) -> dict:
+    return {"type": TASK_HEARD, "ref": ref}
 
 
 def notify(server: str, method: str, params: dict | None) -> Signal:

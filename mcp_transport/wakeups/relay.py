@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from typing import Callable
 
 from asgiref.sync import async_to_sync
@@ -33,7 +34,8 @@ from ..storage import store
 from . import messages
 from .bus import Bus
 from .messages import (  # noqa: F401  (the names callers use as relay.CANCEL, relay.worker_group...)
-    ALL_WORKERS, CANCEL, CLOSE, END, END_MODERN, NOTIFY, ORIGIN, RESPOND, SESSION_END, TASK, WAKE, Signal,
+    ALL_WORKERS, CANCEL, CLOSE, END, END_MODERN, NOTIFY, ORIGIN, RESPOND, SESSION_END, TASK, TASK_HEARD, WAKE,
+    Signal,
     stream_group, worker_group,
 )
 
@@ -93,6 +95,8 @@ class Relay:
         self._started: asyncio.Task | None = None
         self._tasks: set[asyncio.Task] = set()
         self._slots: asyncio.Semaphore | None = None  # made on this process's loop, in _start
+        # The `mcp.task` signals this process waits to hear were heard, by ref.
+        self.heard: dict[str, asyncio.Future] = {}
 
     async def start(self):
         """Idempotent: `lifespan.startup` starts it, or under daphne (no lifespan) the first request."""
@@ -222,6 +226,35 @@ class Relay:
         says so; a lost message only waits for that worker's next read (or the lease)."""
         self._send(messages.task(worker, task_id, action))
 
+    async def task_heard(self, worker: str, task_id: str, action: str, timeout: float) -> bool:
+        """`task`, then wait until that worker says it heard (True), at most `timeout` seconds (False)."""
+        if self.layer is None or self.channel is None:
+            self._send(messages.task(worker, task_id, action))
+            await asyncio.sleep(timeout)
+            return False
+        ref = uuid.uuid4().hex
+        heard = self.heard[ref] = asyncio.get_running_loop().create_future()
+        self._send(messages.task(worker, task_id, action, reply=(self.channel, ref)))
+        try:
+            await asyncio.wait_for(heard, timeout)
+            return True
+        except asyncio.TimeoutError:
+            return False
+        finally:
+            self.heard.pop(ref, None)
+
+    def _say_heard(self, reply):
+        channel, ref = reply
+
+        async def send():
+            try:
+                async with self._slots:
+                    await self.layer.send(channel, messages.task_heard(ref))
+            except Exception:
+                logger.warning("Channel layer unavailable: the task signal %s was heard, not said so", ref)
+
+        self._spawn(send())
+
     def notify(self, server: str, method: str, params: dict | None):
         """A change notification for the other workers' listen streams (this one delivers its own)."""
         self._send(messages.notify(server, method, params))
@@ -295,6 +328,12 @@ class Relay:
             self._call(END_MODERN, message["row"], message.get("reason"))
         elif kind == TASK:
             self._call(TASK, message["task"], message.get("action"))
+            if message.get("reply"):
+                self._say_heard(message["reply"])
+        elif kind == TASK_HEARD:
+            heard = self.heard.get(message.get("ref"))
+            if heard is not None and not heard.done():
+                heard.set_result(True)
 
     def _call(self, kind: str, *args):
         handler = self.handlers.get(kind)
@@ -365,6 +404,22 @@ class Sender:
                 d = signal.delivery
                 store.deliver(d.worker, d.session_id, d.kind, d.payload)
         async_to_sync(self._send_all)(signals)
+
+    def task_heard(self, worker: str, task_id: str, action: str, timeout: float) -> bool:
+        """`Relay.task_heard`, from outside the worker: True once that worker said it heard."""
+        return async_to_sync(self._task_heard)(worker, task_id, action, timeout)
+
+    async def _task_heard(self, worker: str, task_id: str, action: str, timeout: float) -> bool:
+        channel = await self.layer.new_channel(prefix="mcp-heard")
+        ref = uuid.uuid4().hex
+        await self._send_all([messages.task(worker, task_id, action, reply=(channel, ref))])
+        try:
+            async with asyncio.timeout(timeout):
+                while (await self.layer.receive(channel)).get("ref") != ref:
+                    pass
+            return True
+        except TimeoutError:
+            return False
 
     async def send_async(self, *signals: Signal):
         """`send` from an event loop, for signals that store no `Delivery` (wake-ups)."""
