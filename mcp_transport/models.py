@@ -511,6 +511,12 @@ class Task(models.Model):
     def terminal(self) -> bool:
         return self.status not in Task.ACTIVE
 
+    def may_be_remembered(self) -> bool:
+        """Whether the web process running it may answer its polls from memory
+        (`storage.recent.WorkingTasks`): never past its lease, which outlasts that memory."""
+        return (self.runner == "process" and bool(self.worker) and self.lease_expires_at is not None
+                and self.lease_expires_at > timezone.now())
+
 
 class TaskEvent(models.Model):
     """A message about a task, stored against it whichever era and runner: the progress and log

@@ -37,7 +37,7 @@ from django.db.models import Q
 from . import metrics
 from .execution import errors
 from .execution.worker import worker
-from .models import Cutoffs, ModernRequest, Session, Stream, Task, Worker
+from .models import Cutoffs, ModernRequest, Session, Stream, Task
 from .protocol import elicitation, jsonrpc
 from .storage import store
 from .storage.executor import database_alias
@@ -155,8 +155,7 @@ def cancel_task(task: Task, reason: str = "Cancelled by an operator") -> Outcome
 def reach_task(to_workers: Sender, row: Task, action: str):
     """`Tasks.reach` for an operator: once this returns, the worker running the task has heard (or
     what it remembered of the task has lapsed), so none of its polls predates the change."""
-    if (row.runner != "process" or row.worker == store.WORKER
-            or not Worker.objects.alive().filter(pk=row.worker).exists()):
+    if row.worker == store.WORKER or not row.may_be_remembered():
         to_workers.send(messages.task(row.worker, row.pk, action))
     elif not to_workers.task_heard(row.worker, row.pk, action, WORKING_TASK_SECONDS):
         logger.warning("The worker running task %s did not say it heard the %s", row.pk, action)

@@ -485,6 +485,27 @@ async def test_the_process_running_a_task_answers_its_polls_from_memory_and_neve
     assert (await client.request("tasks/get", {"taskId": task_id})).result["status"] == "cancelled"
 
 
+async def test_a_change_waits_to_be_heard_only_by_a_worker_that_may_still_remember_the_task(monkeypatch):
+    """A cancel of a task another worker runs returns once that worker heard it; once the task's lease
+    ran out that worker remembers nothing of it, and nothing is waited for."""
+    heard = []
+
+    async def task_heard(worker_id, task_id, action, timeout):
+        heard.append((worker_id, task_id, action))
+        return True
+
+    monkeypatch.setattr(worker.relay, "task_heard", task_heard)
+    now = timezone.now()
+    for task_id, lease in (("held", 30), ("lapsed", -1)):
+        await sync_to_async(Task.objects.create)(
+            id=task_id, tool="slow_compute", request="{}", worker="other-worker", status="working",
+            lease_expires_at=now + timedelta(seconds=lease), created_at=now, updated_at=now, ttl_ms=60_000)
+    client = tasks_client()
+    for task_id in ("held", "lapsed"):
+        assert (await client.request("tasks/cancel", {"taskId": task_id})).result["resultType"] == "complete"
+    assert heard == [("other-worker", "held", "cancel")]
+
+
 # A task's own events (TaskEvent): its progress and log messages, questions and status changes
 
 

@@ -363,7 +363,7 @@ class Tasks:
         none of its answers predates the change (unheard, past WORKING_TASK_SECONDS its memory lapsed)."""
         if row.pk in self.running:
             self.on_signal(row.pk, action)
-        elif row.worker and (row.runner != "process" or row.worker == self.relay.worker_id):
+        elif row.worker == self.relay.worker_id or (row.worker and not row.may_be_remembered()):
             self.relay.task(row.worker, row.pk, action)
         elif row.worker:
             await self.relay.task_heard(row.worker, row.pk, action, WORKING_TASK_SECONDS)
