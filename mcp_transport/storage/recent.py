@@ -217,7 +217,7 @@ class WorkingTasks:
 class Recent:
     """This process's short memory of the store."""
 
-    def __init__(self, worker: str = ""):
+    def __init__(self, worker: str):
         self.sessions = RecentSessions()
         self.finished_tasks = FinishedTasks()
         self.working_tasks = WorkingTasks(worker)

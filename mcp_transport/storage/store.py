@@ -442,14 +442,6 @@ aresume_stream = batched(resume_stream)
 aattach = batched(attach)
 adisconnected = batched(disconnected)
 _heartbeat = batched(heartbeat)
-
-
-async def aheartbeat(host: str, pid: int, stopping=False):
-    """`heartbeat`; the leases it renews hold for this process's memory of its tasks until a third
-    of LEASE_SECONDS before they run out (another worker's clock may run ahead)."""
-    started = time.monotonic()
-    await _heartbeat(host, pid, stopping)
-    recent.working_tasks.leased(started + float(mcp_settings.LEASE_SECONDS) * 2 / 3)
 apeers = batched(peers)
 afail_orphans = batched(fail_orphans)
 arequest_worker = batched(request_worker)
@@ -469,22 +461,28 @@ async def aget_task(task_id: str, server: str, principal: str) -> TaskView | Non
     task = recent.finished_tasks.get(task_id) or recent.working_tasks.get(task_id)
     if task is not None:
         return task if (task.server, task.principal) == (server, principal) else None
-    working = recent.working_tasks
+    working, task = recent.working_tasks, None
     started = working.begin(task_id)
     try:
         task = await _get_task(task_id, server, principal)
-    except BaseException:
-        working.read(task_id, started, None)
-        raise
-    working.read(task_id, started, task)
+    finally:
+        working.read(task_id, started, task)
     if task is not None:
         recent.finished_tasks.put(task)
     return task
 
 
+async def aheartbeat(host: str, pid: int, stopping=False):
+    """`heartbeat`; the leases it renews hold for this process's memory of its tasks until a third
+    of LEASE_SECONDS before they run out (another worker's clock may run ahead)."""
+    started = time.monotonic()
+    await _heartbeat(host, pid, stopping)
+    recent.working_tasks.leased(started + float(mcp_settings.LEASE_SECONDS) * 2 / 3)
+
+
 async def acheck_working_tasks():
-    """Check what this process remembers of the tasks it runs against their rows (the heartbeat's,
-    every half second while there are any): what changed elsewhere is forgotten."""
+    """Check the tasks this process answered polls of from memory since the last check against
+    their rows (the heartbeat's, at each of its flushes): what changed elsewhere is forgotten."""
     working = recent.working_tasks
     seen = working.due()
     if seen:

@@ -415,8 +415,7 @@ class Sender:
         await self._send_all([messages.task(worker, task_id, action, reply=(channel, ref))])
         try:
             async with asyncio.timeout(timeout):
-                while (await self.layer.receive(channel)).get("ref") != ref:
-                    pass
+                await self.layer.receive(channel)
             return True
         except TimeoutError:
             return False
